@@ -1,0 +1,55 @@
+# "Attention Is All You Need" (Vaswani et al. 2017), the whole study as one DAG.
+# Read top to bottom: download -> prepare -> vocabulary -> encode -> train -> average -> translate
+# -> score -> tables, and the parsing branch (§6.3) beside it. Logic lives in src/aiayn.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+# common.smk validates config against workflow/schemas/config.schema.yaml (unknown keys and wrong
+# types fail naming the key) and builds the experiment grid (aiayn.study.Study).
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/parsing.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/tables.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        [LAYOUT.table(n, ext) for n in TABLES for ext in ("md", "csv")],
+
+
+rule data:
+    input:
+        get_data_targets(),
+
+
+rule vocab:
+    input:
+        get_vocab_targets(),
+
+
+rule models:
+    input:
+        [LAYOUT.last_checkpoint(e) for e in STUDY.experiments],
+
+
+rule table2:
+    input:
+        LAYOUT.table(2, "md"),
+
+
+rule table3:
+    input:
+        LAYOUT.table(3, "md"),
+
+
+rule table4:
+    input:
+        LAYOUT.table(4, "md"),

@@ -1,0 +1,7 @@
+"""`python -m aiayn <command>`: see `aiayn.cli`."""
+
+import sys
+
+from aiayn.cli import main
+
+sys.exit(main())

@@ -1,0 +1,43 @@
+"""`python -m aiayn <command>`: one thin entry point per pipeline stage.
+
+Each command parses its arguments and calls one library function. A mistake the user can make
+(bad config, missing file) ends with one line on stderr naming the file or key, and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from aiayn.config import ConfigError
+
+# command -> module defining `add_arguments(parser)` and `run(args)`; imported only when called,
+# so a step's environment needs only the packages of its own command.
+COMMANDS = {
+    "resolve": ("aiayn.commands.resolve", "write the resolved settings of one experiment"),
+}
+
+
+class UserError(Exception):
+    """An error caused by input the user controls; printed as one line."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m aiayn", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="<command>")
+    for name, (module, help_) in COMMANDS.items():
+        cmd = sub.add_parser(name, help=help_, description=help_)
+        importlib.import_module(module).add_arguments(cmd)
+        cmd.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        result = importlib.import_module(args._module).run(args)
+    except (ConfigError, UserError, FileNotFoundError) as exc:
+        print(f"aiayn {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    return int(result or 0)

@@ -1,0 +1,1 @@
+"""One module per `python -m aiayn <command>`: `add_arguments(parser)` and `run(args)`."""

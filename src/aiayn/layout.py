@@ -1,0 +1,91 @@
+"""Where every file of the study lives, so that rules, commands and tests agree.
+
+    results/downloads/<archive file>                 raw archives, checksum-verified
+    results/data/<dataset>/train.{src,tgt}           cleaned, aligned training text
+    results/data/<dataset>/<evalset>.{src,tgt}       dev/test text, one segment per line
+    results/data/<dataset>/spm.{src,tgt}.model       sentencepiece models (identical when shared)
+    results/data/<dataset>/<split>.bin               encoded token ids
+    results/<experiment>/experiment.json             the resolved settings of the run
+    results/<experiment>/checkpoints/                step checkpoints; last.pt once training is done
+    results/<experiment>/average.pt                  mean of the last K checkpoints (§6.1)
+    results/<experiment>/<testset>.<lang>            translations (parses), one line per source line
+    results/<experiment>/<testset>.score.json        scores
+    results/tables/table{2,3,4}.{md,csv}             the paper's tables beside ours
+    results/logs/<rule>/<name>.log, results/benchmarks/<rule>/<name>.tsv
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+
+@dataclass(frozen=True)
+class Layout:
+    results: str = "results"
+
+    def _p(self, *parts: str) -> str:
+        return posixpath.join(self.results, *parts)
+
+    def download(self, filename: str) -> str:
+        return self._p("downloads", filename)
+
+    def data(self, dataset: str, filename: str) -> str:
+        return self._p("data", dataset, filename)
+
+    def text(self, dataset: str, split: str, side: str) -> str:
+        return self.data(dataset, f"{split}.{side}")
+
+    def spm(self, dataset: str, side: str) -> str:
+        return self.data(dataset, f"spm.{side}.model")
+
+    def encoded(self, dataset: str, split: str) -> str:
+        return self.data(dataset, f"{split}.bin")
+
+    def experiment_json(self, experiment: str) -> str:
+        return self._p(experiment, "experiment.json")
+
+    def checkpoints(self, experiment: str) -> str:
+        return self._p(experiment, "checkpoints")
+
+    def last_checkpoint(self, experiment: str) -> str:
+        return self._p(experiment, "checkpoints", "last.pt")
+
+    def average(self, experiment: str) -> str:
+        return self._p(experiment, "average.pt")
+
+    def model(self, experiment: str, which: str) -> str:
+        """The model file decoded: which = "average" or "last"."""
+        return self.average(experiment) if which == "average" else self.last_checkpoint(experiment)
+
+    def translation(self, experiment: str, testset: str, lang: str) -> str:
+        return self._p(experiment, f"{testset}.{lang}")
+
+    def score(self, experiment: str, testset: str) -> str:
+        return self._p(experiment, f"{testset}.score.json")
+
+    def table(self, number: int, ext: str) -> str:
+        return self._p("tables", f"table{number}.{ext}")
+
+    def log(self, rule: str, name: str) -> str:
+        return self._p("logs", rule, f"{name}.log")
+
+    def benchmark(self, rule: str, name: str) -> str:
+        return self._p("benchmarks", rule, f"{name}.tsv")
+
+
+def archive_filename(url: str) -> str:
+    """The file name an archive is stored under: the last part of its URL."""
+    name = posixpath.basename(urlsplit(url).path)
+    if not name:
+        raise ValueError(f"archive URL {url!r} does not end in a file name")
+    return name
+
+
+def mirrored(url: str, mirror: str | None) -> str:
+    """`url` with its "scheme://host/" replaced by `mirror` (a site's local copy), if one is set."""
+    if not mirror:
+        return url
+    parts = urlsplit(url)
+    return mirror.rstrip("/") + "/" + parts.path.lstrip("/")

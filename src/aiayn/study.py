@@ -1,0 +1,142 @@
+"""The experiment grid of the study: which models are trained, averaged, decoded and scored.
+
+A `Study` is built from a validated config. It resolves every experiment (defaults ← preset ←
+experiment diff) and plans the evaluations of Tables 2-4 (§6.1, §6.3):
+
+- Table 2: the test set (newstest2014), decoded from the average of the last K checkpoints;
+- Table 3: the dev set (newstest2013), decoded from the last checkpoint, no averaging;
+- Table 4: the test set (WSJ 23), decoded from the averaged model if the preset averages, else the last.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+
+from aiayn.config import ConfigError
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One decoding + scoring job: `experiment` decoded on `testset` from `model` ("average" or "last")."""
+
+    experiment: str
+    testset: str
+    model: str
+
+
+def _merge(base: dict, diff: dict | None) -> dict:
+    """`base` updated by the non-null values of `diff` (null = inherit)."""
+    out = dict(base)
+    out.update({k: v for k, v in (diff or {}).items() if v is not None})
+    return out
+
+
+class Study:
+    """The experiments of a validated config and what each of them needs."""
+
+    def __init__(self, config: dict):
+        self.config = config
+        self.experiments: dict[str, dict] = {name: self._resolve(name) for name in config["experiments"]}
+
+    # -- experiments -------------------------------------------------------------------------
+    def _resolve(self, name: str) -> dict:
+        exp = self.config["experiments"][name]
+        preset = self.config["presets"][exp["preset"]]
+        dataset = self.config["datasets"][exp["dataset"]]
+        model = _merge(preset["model"], exp.get("model"))
+        train = _merge(_merge(self.config["training"], preset.get("train")), exp.get("train"))
+        decode = _merge(_merge(self.config["decoding"], preset.get("decode")), exp.get("decode"))
+        average = exp.get("average") or preset["average"]
+        where = f"experiments.{name}"
+        if average > train["keep_checkpoints"]:
+            raise ConfigError(
+                f"{where}: averages {average} checkpoints but keeps only {train['keep_checkpoints']} "
+                "(training.keep_checkpoints); keep at least as many as are averaged"
+            )
+        if model["positional"] == "sinusoidal" and model["d_model"] % 2:
+            raise ConfigError(f"{where}.model.d_model: sinusoidal positions need an even d_model")
+        return {
+            "name": name,
+            "preset": exp["preset"],
+            "dataset": exp["dataset"],
+            "task": dataset["task"],
+            "tables": sorted(exp["tables"]),
+            "row": exp.get("row"),
+            "model": model,
+            "train": train,
+            "decode": decode,
+            "average": average,
+            "vocab": copy.deepcopy(dataset["vocab"]),
+            "paper": {k: v for k, v in exp.get("paper", {}).items() if v is not None},
+        }
+
+    def experiment(self, name: str) -> dict:
+        try:
+            return self.experiments[name]
+        except KeyError:
+            raise ConfigError(f"unknown experiment {name!r}; known: {', '.join(self.experiments)}") from None
+
+    def training_settings(self, name: str) -> dict:
+        """What training depends on, and nothing else: decoding or averaging changes retrain nothing."""
+        exp = self.experiment(name)
+        keys = ("name", "preset", "dataset", "task", "model", "train", "vocab")
+        return {k: copy.deepcopy(exp[k]) for k in keys}
+
+    def in_table(self, table: int) -> list[str]:
+        """Experiments reported in Table `table`, in config order."""
+        return [n for n, e in self.experiments.items() if table in e["tables"]]
+
+    def dataset(self, name: str) -> dict:
+        return self.config["datasets"][name]
+
+    def datasets(self, task: str | None = None) -> list[str]:
+        """Datasets some experiment trains on (optionally of one task), in config order."""
+        used = {e["dataset"] for e in self.experiments.values()}
+        return [n for n, d in self.config["datasets"].items() if n in used and task in (None, d["task"])]
+
+    # -- evaluations -------------------------------------------------------------------------
+    def evaluations(self, table: int | None = None) -> list[Evaluation]:
+        """Every (experiment, test set, model) decoded for `table` (or for any table), without repeats."""
+        plan: dict[tuple[str, str], Evaluation] = {}
+        for name, exp in self.experiments.items():
+            ds = self.dataset(exp["dataset"])
+            averaged = "average" if exp["average"] > 1 else "last"
+            wanted = {2: (ds["test"], averaged), 3: (ds["dev"], "last"), 4: (ds["test"], averaged)}
+            for t in exp["tables"]:
+                if table in (None, t):
+                    testset, model = wanted[t]
+                    plan.setdefault((name, testset), Evaluation(name, testset, model))
+        return list(plan.values())
+
+    def model_for(self, experiment: str, testset: str) -> str:
+        """Which model of `experiment` decodes `testset`: "average" or "last"."""
+        for ev in self.evaluations():
+            if (ev.experiment, ev.testset) == (experiment, testset):
+                return ev.model
+        raise ConfigError(f"experiment {experiment!r} is not evaluated on {testset!r}")
+
+    def averaged(self) -> list[str]:
+        """Experiments whose averaged model is decoded."""
+        return sorted({ev.experiment for ev in self.evaluations() if ev.model == "average"})
+
+    # -- data ----------------------------------------------------------------------------------
+    def archives_for(self, dataset: str, part: str) -> list[str]:
+        """Archive names a translation dataset needs for `part` ("train" or an eval-set name)."""
+        ds = self.dataset(dataset)
+        members = ds["train"] if part == "train" else [ds["eval_sets"][part]]
+        return list(dict.fromkeys(m["archive"] for m in members))
+
+    def archives(self) -> list[str]:
+        """Every archive some translation dataset of the study needs."""
+        names: list[str] = []
+        for ds in self.datasets("translation"):
+            for part in ["train", *self.dataset(ds)["eval_sets"]]:
+                names += self.archives_for(ds, part)
+        return list(dict.fromkeys(names))
+
+
+def gradient_accumulation(tokens_per_update: int, max_tokens: int, world_size: int) -> int:
+    """Micro-batches per update so that one update holds ~tokens_per_update tokens on any GPU count."""
+    return max(1, math.ceil(tokens_per_update / (max_tokens * world_size)))

@@ -1,0 +1,54 @@
+"""Shared helpers: the repository root, the paper config, and Snakemake dry-runs parsed into jobs."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def paper_config() -> dict:
+    return yaml.safe_load((ROOT / "config.yaml").read_text())
+
+
+def snakemake(*args: str, cwd: Path = ROOT, timeout: int = 300) -> subprocess.CompletedProcess:
+    """Run Snakemake as a user would (from `cwd`), with a private cache and no user profile."""
+    env = dict(os.environ)
+    env.pop("SNAKEMAKE_PROFILE", None)
+    env.setdefault("XDG_CACHE_HOME", str(Path(os.environ.get("TMPDIR", "/tmp")) / "aiayn-test-cache"))
+    cmd = [sys.executable, "-m", "snakemake", *args]
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def planned_jobs(output: str) -> list[dict]:
+    """Jobs of a `snakemake -n -p` run: [{"rule": ..., "input": ..., "output": ..., "resources": {...}, "shell": ...}]."""
+    jobs = []
+    for block in re.split(r"\n(?=rule \w+:\n)", output):
+        head = re.match(r"rule (\w+):\n", block)
+        if not head:
+            continue
+        job = {"rule": head.group(1), "input": "", "output": "", "resources": {}, "shell": ""}
+        for line in block.splitlines()[1:]:
+            key, _, value = line.strip().partition(": ")
+            if key in ("input", "output", "wildcards"):
+                job[key] = value
+            elif key == "resources":
+                job["resources"] = dict(kv.split("=", 1) for kv in value.split(", ") if "=" in kv)
+        shell = re.search(r"Shell command: (.*)", block)
+        job["shell"] = shell.group(1) if shell else ""
+        jobs.append(job)
+    return jobs
+
+
+def job_counts(jobs: list[dict]) -> Counter:
+    return Counter(j["rule"] for j in jobs)

@@ -1,0 +1,91 @@
+"""config.yaml and its schema: every key documented, mistakes caught with a message naming the key."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from aiayn import config as cfg
+from aiayn.config import ConfigError
+
+
+def _properties(node, path="$"):
+    """Yield (path, name, property schema) for every property anywhere in the schema."""
+    if isinstance(node, dict):
+        for name, sub in node.get("properties", {}).items():
+            yield f"{path}.{name}", name, sub
+        for key, sub in node.items():
+            yield from _properties(sub, f"{path}.{key}")
+    elif isinstance(node, list):
+        for i, sub in enumerate(node):
+            yield from _properties(sub, f"{path}[{i}]")
+
+
+def test_every_schema_key_has_description_and_default():
+    props = list(_properties(cfg.schema()))
+    assert len(props) > 100
+    undocumented = [p for p, _, s in props if "description" not in s or "default" not in s]
+    assert undocumented == []
+
+
+def test_every_object_rejects_unknown_keys():
+    def objects(node):
+        if isinstance(node, dict):
+            if node.get("type") == "object" and "properties" in node:
+                yield node
+            for sub in node.values():
+                yield from objects(sub)
+        elif isinstance(node, list):
+            for sub in node:
+                yield from objects(sub)
+
+    found = list(objects(cfg.schema()))
+    assert found and all(o.get("additionalProperties") is False for o in found)
+
+
+def test_paper_config_is_valid_and_gets_defaults(paper_config):
+    config = cfg.validate(paper_config)
+    assert config["experiments"]["t3-A-h1"]["model"]["h"] == 1
+    assert config["presets"]["base"]["model"]["pre_norm"] is False  # filled from the schema default
+    assert config["datasets"]["wmt14-en-de"]["eval_sets"]["newstest2014"]["lines"] == 3003
+
+
+@pytest.mark.parametrize(
+    "mutate, fragment",
+    [
+        (lambda c: c["training"].update(warmup_step=4000), "'warmup_step' was unexpected"),
+        (lambda c: c["experiments"]["base-en-de"].setdefault("model", {}).update(dmodel=512), "'dmodel' was unexpected"),
+        (lambda c: c.update(experiment={}), "'experiment' was unexpected"),
+        (lambda c: c["training"].update(steps="many"), "training.steps: 'many' is not of type 'integer'"),
+        (lambda c: c["decoding"].update(beam=0), "decoding.beam: 0 is less than the minimum of 1"),
+        (lambda c: c["experiments"]["base-en-de"].update(preset="bse"), "experiments.base-en-de.preset: unknown preset 'bse'"),
+        (lambda c: c["experiments"]["big-en-fr"].update(dataset="wmt14-en-es"), "experiments.big-en-fr.dataset: unknown dataset"),
+        (lambda c: c["datasets"]["wmt14-en-de"]["train"][0].update(archive="europarl"), "unknown archive 'europarl'"),
+        (lambda c: c["datasets"]["wmt14-en-de"].update(test="newstest2015"), "datasets.wmt14-en-de.test: 'newstest2015'"),
+        (lambda c: c["experiments"].update(tables={"preset": "base", "dataset": "wsj", "tables": [4], "row": "x"}), "reserved"),
+        (lambda c: c["experiments"]["t3-C-N2"].update(row=None), "experiments.t3-C-N2.row"),
+        (lambda c: c["experiments"]["parse-wsj"].update(tables=[2]), "Tables 2 and 3 need a translation dataset"),
+        (lambda c: c["archives"]["dev"].update(sha256="abc"), "archives.dev.sha256"),
+    ],
+)
+def test_mistakes_name_the_key(paper_config, mutate, fragment):
+    config = copy.deepcopy(paper_config)
+    mutate(config)
+    with pytest.raises(ConfigError) as err:
+        cfg.validate(config)
+    assert fragment in str(err.value)
+
+
+def test_load_names_the_file(tmp_path):
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(ConfigError, match="nope.yaml: config file not found"):
+        cfg.load(missing)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("training: [unclosed\n")
+    with pytest.raises(ConfigError, match="bad.yaml: not valid YAML"):
+        cfg.load(bad)
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("traning: {}\n")
+    with pytest.raises(ConfigError, match=r"(?s)typo.yaml: .*'traning' was unexpected"):
+        cfg.load(typo)

@@ -1,0 +1,90 @@
+"""The experiment grid: resolution of presets and diffs, and which model decodes which set."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from aiayn import config as cfg
+from aiayn.config import ConfigError
+from aiayn.launch import launcher
+from aiayn.study import Study, gradient_accumulation
+
+
+@pytest.fixture(scope="module")
+def study(paper_config):
+    return Study(cfg.validate(paper_config))
+
+
+def test_table_membership(study):
+    assert study.in_table(2) == ["base-en-de", "big-en-de", "base-en-fr", "big-en-fr"]
+    assert len(study.in_table(3)) == 20  # base, A x4, B x2, C x7, D x4, E, big
+    assert study.in_table(4) == ["parse-wsj", "parse-semi"]
+    # Table 3's base and big rows are Table 2's EN-DE trainings, not new ones
+    assert set(study.in_table(2)) & set(study.in_table(3)) == {"base-en-de", "big-en-de"}
+
+
+def test_resolution_diff_over_preset(study):
+    big_fr = study.experiment("big-en-fr")
+    assert big_fr["model"]["P_drop"] == 0.1  # §6.1, overriding big's 0.3
+    assert big_fr["model"]["d_model"] == 1024 and big_fr["train"]["steps"] == 300000
+    assert study.experiment("big-en-de")["model"]["P_drop"] == 0.3
+    b = study.experiment("t3-B-dk16")["model"]
+    assert (b["d_k"], b["d_v"], b["h"]) == (16, 64, 8)  # row B changes d_k only
+    ls = study.experiment("t3-D-ls0.2")
+    assert ls["train"]["eps_ls"] == 0.2 and ls["model"] == study.experiment("base-en-de")["model"]
+    assert study.experiment("t3-E-learned")["model"]["positional"] == "learned"
+    base = study.experiment("base-en-de")
+    assert base["train"]["warmup_steps"] == 4000 and base["train"]["adam_beta2"] == 0.98
+    assert base["decode"] == {"beam": 4, "alpha": 0.6, "max_len_a": 1.0, "max_len_b": 50}
+    assert study.experiment("parse-wsj")["decode"] == {"beam": 21, "alpha": 0.3, "max_len_a": 1.0, "max_len_b": 300}
+    assert (base["average"], study.experiment("big-en-de")["average"]) == (5, 20)
+
+
+def test_training_settings_leave_out_decoding(study):
+    s = study.training_settings("base-en-de")
+    assert "decode" not in s and "average" not in s and s["model"]["N"] == 6
+
+
+def test_evaluation_plan(study):
+    plan = {(e.experiment, e.testset): e.model for e in study.evaluations()}
+    assert plan[("base-en-de", "newstest2014")] == "average"  # Table 2: averaged, test
+    assert plan[("base-en-de", "newstest2013")] == "last"  # Table 3: last checkpoint, dev
+    assert plan[("t3-C-N8", "newstest2013")] == "last"
+    assert ("t3-C-N8", "newstest2014") not in plan
+    assert plan[("parse-semi", "wsj23")] == "last"
+    assert len(plan) == 4 + 20 + 2
+    assert study.averaged() == ["base-en-de", "base-en-fr", "big-en-de", "big-en-fr"]
+
+
+def test_archives(study):
+    assert study.archives_for("wmt14-en-de", "train") == ["europarl-v7", "commoncrawl", "news-commentary-v9"]
+    assert set(study.archives()) == {"europarl-v7", "commoncrawl", "news-commentary-v9", "un", "giga-fren", "dev"}
+
+
+def test_average_needs_kept_checkpoints(paper_config):
+    config = copy.deepcopy(paper_config)
+    config["training"]["keep_checkpoints"] = 10
+    with pytest.raises(ConfigError, match="experiments.big-en-de: averages 20 checkpoints but keeps only 10"):
+        Study(cfg.validate(config))
+
+
+@pytest.mark.parametrize(
+    "tokens, max_tokens, world, expected",
+    [(25000, 4096, 1, 7), (25000, 4096, 8, 1), (25000, 3125, 8, 1), (25000, 3125, 4, 2), (25000, 1000, 1, 25)],
+)
+def test_gradient_accumulation_keeps_tokens_per_update(tokens, max_tokens, world, expected):
+    accum = gradient_accumulation(tokens, max_tokens, world)
+    assert accum == expected
+    assert accum * max_tokens * world >= tokens > (accum - 1) * max_tokens * world
+
+
+def test_launcher():
+    assert launcher(0) == "python" and launcher(1) == "python"
+    assert launcher(8) == "torchrun --standalone --nnodes 1 --nproc-per-node 8"
+    multi = launcher(16, nodes=2)
+    assert multi.startswith("srun --ntasks 2 --ntasks-per-node 1 torchrun --nnodes 2 --nproc-per-node 8")
+    assert "--rdzv-backend c10d" in multi
+    with pytest.raises(ValueError, match="do not divide evenly"):
+        launcher(12, nodes=5)

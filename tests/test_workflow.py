@@ -1,0 +1,142 @@
+"""The DAG of the paper study as Snakemake plans it: dry-runs, lint, format, profiles."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from conftest import ROOT, job_counts, planned_jobs, snakemake
+
+N_EXPERIMENTS = 4 + 18 + 2  # Table 2, Table 3's new rows, Table 4
+
+
+@pytest.fixture(scope="module")
+def plan():
+    run = snakemake("-n", "-p", "--cores", "8")
+    assert run.returncode == 0, run.stderr[-3000:]
+    return planned_jobs(run.stdout + run.stderr)
+
+
+def test_job_count_per_rule(plan):
+    counts = job_counts(plan)
+    assert counts == {
+        "download": 6,  # europarl, commoncrawl, news-commentary, un, giga-fren, dev: each once
+        "prepare_train": 2,
+        "prepare_eval": 4,  # newstest2013 + newstest2014 for EN-DE and EN-FR
+        "prepare_treebank": 6,  # train, 22, 23 for WSJ-only and semi-supervised
+        "train_vocab": 4,
+        "encode": 8,  # train + dev per dataset
+        "resolve_experiment": N_EXPERIMENTS,
+        "train": N_EXPERIMENTS,
+        "average": 4,  # one per Table 2 experiment
+        "translate": 26,  # Table 2: 4 on newstest2014, Table 3: 20 on newstest2013, Table 4: 2
+        "score": 26,
+        "table": 3,
+        "all": 1,
+    }
+
+
+def test_one_training_per_distinct_experiment(plan, paper_config):
+    trained = sorted(j["wildcards"].split("=")[1] for j in plan if j["rule"] == "train")
+    assert trained == sorted(paper_config["experiments"])
+
+
+def test_training_jobs_request_gpus(plan):
+    for job in (j for j in plan if j["rule"] == "train"):
+        assert int(job["resources"]["gpu"]) >= 1
+        assert "-m aiayn train" in job["shell"]
+
+
+def test_which_model_decodes_which_set(plan):
+    translate = {j["output"]: j["input"] for j in plan if j["rule"] == "translate"}
+    assert translate["results/base-en-de/newstest2014.de"].startswith("results/base-en-de/average.pt")
+    assert translate["results/base-en-de/newstest2013.de"].startswith("results/base-en-de/checkpoints/last.pt")
+    assert translate["results/big-en-fr/newstest2014.fr"].startswith("results/big-en-fr/average.pt")
+    assert translate["results/t3-A-h16/newstest2013.de"].startswith("results/t3-A-h16/checkpoints/last.pt")
+    assert "results/parse-wsj/wsj23.trees" in translate
+    averages = {j["output"] for j in plan if j["rule"] == "average"}
+    assert averages == {f"results/{e}/average.pt" for e in ("base-en-de", "big-en-de", "base-en-fr", "big-en-fr")}
+
+
+def test_average_takes_last_5_or_20(plan):
+    shells = {j["output"]: j["shell"] for j in plan if j["rule"] == "average"}
+    assert "--last 5 " in shells["results/base-en-de/average.pt"]
+    assert "--last 20 " in shells["results/big-en-fr/average.pt"]
+
+
+@pytest.mark.parametrize("target, rules", [("data", {"encode", "prepare_eval"}), ("vocab", {"train_vocab"}), ("table3", {"train", "translate"})])
+def test_partial_targets(target, rules):
+    run = snakemake("-n", "-p", "--cores", "1", target)
+    assert run.returncode == 0, run.stderr[-2000:]
+    counts = job_counts(planned_jobs(run.stdout + run.stderr))
+    assert rules <= set(counts)
+    if target == "table3":
+        assert counts["train"] == 20 and "average" not in counts  # Table 3 decodes without averaging
+    else:
+        assert "train" not in counts
+
+
+def test_dry_run_with_slurm_profile_as_typed():
+    """`snakemake -n --cores 8 --profile slurm` from the repository root finds the project's profile."""
+    run = snakemake("-n", "-p", "--cores", "8", "--profile", "slurm")
+    assert run.returncode == 0, run.stderr[-3000:]
+    jobs = planned_jobs(run.stdout + run.stderr)
+    train = [j for j in jobs if j["rule"] == "train"]
+    assert len(train) == N_EXPERIMENTS
+    assert all(j["resources"]["gpu"] == "8" for j in train)  # the profile's GPUs per training job
+    assert all("torchrun --standalone --nnodes 1 --nproc-per-node 8 -m aiayn train" in j["shell"] for j in train)
+    profile = yaml.safe_load((ROOT / "profiles/slurm/config.yaml").read_text())
+    assert profile["executor"] == "slurm" and profile["jobs"] > 0
+
+
+def test_workstation_profile():
+    run = snakemake("-n", "--profile", "profiles/workstation")
+    assert run.returncode == 0, run.stderr[-2000:]
+
+
+def test_no_default_profile():
+    assert not (ROOT / "profiles" / "default").exists()  # Snakemake would apply it silently
+
+
+def test_lint():
+    run = snakemake("--lint")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+
+
+def test_snakefmt_clean():
+    exe = shutil.which("snakefmt")
+    if exe is None:
+        pytest.skip("snakefmt is not installed (pip install -e '.[test]')")
+    run = subprocess.run([exe, "--check", "."], cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("training:\n  warmup_step: 4000\n", "training: Additional properties are not allowed ('warmup_step' was unexpected)"),
+        ("training:\n  steps: many\n", "training.steps: 'many' is not of type 'integer'"),
+        ("experiments:\n  base-en-de: {preset: bse}\n", "experiments.base-en-de.preset: unknown preset 'bse'"),
+    ],
+)
+def test_bad_config_fails_dry_run_naming_the_key(tmp_path, override, message):
+    extra = tmp_path / "override.yaml"
+    extra.write_text(override)
+    run = snakemake("-n", "--configfile", str(extra))
+    assert run.returncode != 0
+    assert message in run.stderr + run.stdout
+    assert "Traceback" not in run.stderr
+
+
+def test_mirror_replaces_url_prefix(tmp_path):
+    extra = tmp_path / "mirror.yaml"
+    extra.write_text("mirror: http://127.0.0.1:8000/wmt/\n")
+    run = snakemake("data", "-n", "-p", "--configfile", str(extra))
+    assert run.returncode == 0, run.stderr[-2000:]
+    downloads = [j["shell"] for j in planned_jobs(run.stdout + run.stderr) if j["rule"] == "download"]
+    assert downloads and all("--url http://127.0.0.1:8000/wmt/" in s for s in downloads)
+    assert any("wmt13/training-parallel-europarl-v7.tgz" in s for s in downloads)

@@ -1,0 +1,87 @@
+# Thin glue between config.yaml and the aiayn package: everything here calls into src/aiayn.
+import json
+import re
+import shlex
+import os
+import sys
+
+sys.path.insert(0, os.path.join(workflow.basedir, "src"))
+# Jobs run `python -m aiayn`, also from a clone (or a conda env) without the package installed.
+# (The prefix goes through Snakemake's formatting too, hence the doubled braces.)
+shell.prefix(
+    "set -euo pipefail; export PYTHONPATH="
+    + shlex.quote(os.path.join(workflow.basedir, "src"))
+    + "${{PYTHONPATH:+:$PYTHONPATH}}; "
+)
+
+from snakemake.exceptions import WorkflowError
+
+from aiayn.config import ConfigError, validate
+from aiayn.launch import launcher
+from aiayn.layout import Layout, archive_filename, mirrored
+from aiayn.study import Study
+
+try:
+    config.update(validate(config))
+    STUDY = Study(config)
+except ConfigError as exc:
+    raise WorkflowError(f"config: {exc}") from None
+
+LAYOUT = Layout(config["results"])
+TABLES = sorted({t for e in STUDY.experiments.values() for t in e["tables"]})
+ARCHIVE_FILES = {
+    archive_filename(config["archives"][a]["url"]): a for a in STUDY.archives()
+}
+
+
+def _alternatives(names):
+    return (
+        "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) or "(?!)"
+    )
+
+
+def _eval_sets(task):
+    return {s for d in STUDY.datasets(task) for s in STUDY.dataset(d)["eval_sets"]}
+
+
+wildcard_constraints:
+    experiment=_alternatives(STUDY.experiments),
+    dataset=_alternatives(STUDY.datasets()),
+    archive_file=_alternatives(ARCHIVE_FILES),
+
+
+def get_archive(wildcards):
+    return config["archives"][ARCHIVE_FILES[wildcards.archive_file]]
+
+
+def get_archive_files(dataset, part):
+    return [
+        LAYOUT.download(archive_filename(config["archives"][a]["url"]))
+        for a in STUDY.archives_for(dataset, part)
+    ]
+
+
+def get_data_targets():
+    out = []
+    for ds in STUDY.datasets():
+        dev = STUDY.dataset(ds)["dev"]
+        out += [LAYOUT.encoded(ds, split) for split in ("train", dev)]
+        out += [
+            LAYOUT.text(ds, s, side)
+            for s in STUDY.dataset(ds)["eval_sets"]
+            for side in ("src", "tgt")
+        ]
+    return out
+
+
+def get_vocab_targets():
+    return [LAYOUT.spm(ds, side) for ds in STUDY.datasets() for side in ("src", "tgt")]
+
+
+def get_dataset(wildcards):
+    return STUDY.experiment(wildcards.experiment)["dataset"]
+
+
+def target_lang(experiment):
+    ds = STUDY.dataset(STUDY.experiment(experiment)["dataset"])
+    return ds["tgt"] if ds["task"] == "translation" else "trees"

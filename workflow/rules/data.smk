@@ -1,0 +1,110 @@
+# WMT14 (§5.1): download -> extract, assemble, clean -> sentencepiece vocabulary -> encode.
+localrules:
+    download,
+
+
+rule download:
+    output:
+        LAYOUT.download("{archive_file}"),
+    log:
+        LAYOUT.log("download", "{archive_file}"),
+    conda:
+        "../../envs/data.yaml"
+    params:
+        url=lambda w: mirrored(get_archive(w)["url"], config["mirror"]),
+        sha256=lambda w: get_archive(w)["sha256"],
+    shell:
+        "python -m aiayn download --url {params.url:q} --sha256 {params.sha256} --out {output} >> {log} 2>&1"
+
+
+rule prepare_train:
+    input:
+        archives=lambda w: get_archive_files(w.dataset, "train"),
+    output:
+        src=LAYOUT.text("{dataset}", "train", "src"),
+        tgt=LAYOUT.text("{dataset}", "train", "tgt"),
+        report=LAYOUT.data("{dataset}", "train.report.json"),
+    log:
+        LAYOUT.log("prepare_train", "{dataset}"),
+    benchmark:
+        LAYOUT.benchmark("prepare_train", "{dataset}")
+    wildcard_constraints:
+        dataset=_alternatives(STUDY.datasets("translation")),
+    conda:
+        "../../envs/data.yaml"
+    params:
+        dataset=lambda w: json.dumps(STUDY.dataset(w.dataset)),
+        cleaning=json.dumps(config["cleaning"]),
+        downloads=LAYOUT.download(""),
+    shell:
+        "python -m aiayn prepare --dataset {params.dataset:q} --cleaning {params.cleaning:q}"
+        " --downloads {params.downloads} --src {output.src} --tgt {output.tgt} --report {output.report}"
+        " >> {log} 2>&1"
+
+
+rule prepare_eval:
+    input:
+        archives=lambda w: get_archive_files(w.dataset, w.evalset),
+    output:
+        src=LAYOUT.text("{dataset}", "{evalset}", "src"),
+        tgt=LAYOUT.text("{dataset}", "{evalset}", "tgt"),
+    log:
+        LAYOUT.log("prepare_eval", "{dataset}.{evalset}"),
+    wildcard_constraints:
+        dataset=_alternatives(STUDY.datasets("translation")),
+        evalset=_alternatives(_eval_sets("translation")),
+    conda:
+        "../../envs/data.yaml"
+    params:
+        dataset=lambda w: json.dumps(STUDY.dataset(w.dataset)),
+        downloads=LAYOUT.download(""),
+    shell:
+        "python -m aiayn prepare-eval --dataset {params.dataset:q} --evalset {wildcards.evalset}"
+        " --downloads {params.downloads} --src {output.src} --tgt {output.tgt} >> {log} 2>&1"
+
+
+rule train_vocab:
+    input:
+        src=LAYOUT.text("{dataset}", "train", "src"),
+        tgt=LAYOUT.text("{dataset}", "train", "tgt"),
+    output:
+        src=LAYOUT.spm("{dataset}", "src"),
+        tgt=LAYOUT.spm("{dataset}", "tgt"),
+    log:
+        LAYOUT.log("train_vocab", "{dataset}"),
+    benchmark:
+        LAYOUT.benchmark("train_vocab", "{dataset}")
+    conda:
+        "../../envs/data.yaml"
+    threads: 8
+    resources:
+        mem_mb=32000,
+        runtime=240,
+    params:
+        vocab=lambda w: json.dumps(STUDY.dataset(w.dataset)["vocab"]),
+    shell:
+        "python -m aiayn vocab --vocab {params.vocab:q} --threads {threads} --train-src {input.src}"
+        " --train-tgt {input.tgt} --out-src {output.src} --out-tgt {output.tgt} >> {log} 2>&1"
+
+
+rule encode:
+    input:
+        src=LAYOUT.text("{dataset}", "{split}", "src"),
+        tgt=LAYOUT.text("{dataset}", "{split}", "tgt"),
+        spm_src=LAYOUT.spm("{dataset}", "src"),
+        spm_tgt=LAYOUT.spm("{dataset}", "tgt"),
+    output:
+        LAYOUT.encoded("{dataset}", "{split}"),
+    log:
+        LAYOUT.log("encode", "{dataset}.{split}"),
+    benchmark:
+        LAYOUT.benchmark("encode", "{dataset}.{split}")
+    conda:
+        "../../envs/data.yaml"
+    threads: 8
+    resources:
+        mem_mb=16000,
+        runtime=240,
+    shell:
+        "python -m aiayn encode --src {input.src} --tgt {input.tgt} --spm-src {input.spm_src}"
+        " --spm-tgt {input.spm_tgt} --threads {threads} --out {output} >> {log} 2>&1"

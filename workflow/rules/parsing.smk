@@ -1,0 +1,20 @@
+# Penn Treebank WSJ (§6.3): the user's licensed copy -> sentences and linearized trees per split.
+# Vocabulary, encoding, training and decoding are the shared rules of data.smk / train.smk.
+
+
+rule prepare_treebank:
+    output:
+        src=LAYOUT.text("{dataset}", "{split}", "src"),
+        tgt=LAYOUT.text("{dataset}", "{split}", "tgt"),
+    log:
+        LAYOUT.log("prepare_treebank", "{dataset}.{split}"),
+    wildcard_constraints:
+        dataset=_alternatives(STUDY.datasets("parsing")),
+        split=_alternatives({"train"} | _eval_sets("parsing")),
+    conda:
+        "../../envs/data.yaml"
+    params:
+        dataset=lambda w: json.dumps(STUDY.dataset(w.dataset)),
+    shell:
+        "python -m aiayn prepare-treebank --dataset {params.dataset:q} --split {wildcards.split}"
+        " --src {output.src} --tgt {output.tgt} >> {log} 2>&1"

@@ -1,0 +1,76 @@
+# Training (§5) on GPU nodes, then averaging of the last K checkpoints (§6.1).
+localrules:
+    resolve_experiment,
+
+
+rule resolve_experiment:
+    output:
+        LAYOUT.experiment_json("{experiment}"),
+    log:
+        LAYOUT.log("resolve_experiment", "{experiment}"),
+    conda:
+        "../../envs/data.yaml"
+    params:
+        settings=lambda w: json.dumps(
+            STUDY.training_settings(w.experiment), sort_keys=True
+        ),
+    shell:
+        "python -m aiayn resolve --settings {params.settings:q} --out {output} >> {log} 2>&1"
+
+
+# GPUs per training job: the `gpu` resource (total over the job's `nodes`), set in the profile
+# (profiles/slurm: 8, the paper's one machine with 8 GPUs) or with --set-resources train:gpu=N.
+# The trainer derives gradient accumulation from the world size, so the tokens per update stay
+# the paper's ~25k + 25k at any GPU count. Step checkpoints are not declared outputs, so a failed
+# or preempted job keeps them and the retry resumes from the newest one.
+rule train:
+    input:
+        settings=LAYOUT.experiment_json("{experiment}"),
+        train=lambda w: LAYOUT.encoded(get_dataset(w), "train"),
+        dev=lambda w: LAYOUT.encoded(
+            get_dataset(w), STUDY.dataset(get_dataset(w))["dev"]
+        ),
+        spm_src=lambda w: LAYOUT.spm(get_dataset(w), "src"),
+        spm_tgt=lambda w: LAYOUT.spm(get_dataset(w), "tgt"),
+    output:
+        LAYOUT.last_checkpoint("{experiment}"),
+    log:
+        LAYOUT.log("train", "{experiment}"),
+    benchmark:
+        LAYOUT.benchmark("train", "{experiment}")
+    retries: 3
+    conda:
+        "../../envs/torch.yaml"
+    threads: 8
+    resources:
+        gpu=1,
+        nodes=1,
+        tasks_per_gpu=0,
+        mem_mb=64000,
+        runtime=24 * 60,
+    params:
+        launch=lambda w, resources: launcher(resources.gpu, resources.nodes),
+        checkpoints=lambda w: LAYOUT.checkpoints(w.experiment),
+    shell:
+        "{params.launch} -m aiayn train --settings {input.settings} --train {input.train} --dev {input.dev}"
+        " --spm-src {input.spm_src} --spm-tgt {input.spm_tgt} --checkpoints {params.checkpoints}"
+        " --out {output} >> {log} 2>&1"
+
+
+rule average:
+    input:
+        LAYOUT.last_checkpoint("{experiment}"),
+    output:
+        LAYOUT.average("{experiment}"),
+    log:
+        LAYOUT.log("average", "{experiment}"),
+    conda:
+        "../../envs/torch.yaml"
+    resources:
+        mem_mb=16000,
+        runtime=60,
+    params:
+        last=lambda w: STUDY.experiment(w.experiment)["average"],
+        checkpoints=lambda w: LAYOUT.checkpoints(w.experiment),
+    shell:
+        "python -m aiayn average --checkpoints {params.checkpoints} --last {params.last} --out {output} >> {log} 2>&1"
