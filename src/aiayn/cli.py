@@ -16,6 +16,7 @@ from aiayn.config import ConfigError
 # so a step's environment needs only the packages of its own command.
 COMMANDS = {
     "resolve": ("aiayn.commands.resolve", "write the resolved settings of one experiment"),
+    "params": ("aiayn.commands.params", "count the parameters of every experiment's model beside the paper's"),
 }
 
 

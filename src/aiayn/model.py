@@ -1,0 +1,323 @@
+"""The Transformer of §3, with the regularization of §5.4, built exactly as the paper describes.
+
+Names follow the paper: N layers per stack, width d_model, FFN width d_ff, h heads of query/key
+width d_k and value width d_v, residual dropout P_drop. Post-norm sub-layers
+LayerNorm(x + Dropout(Sublayer(x))) (§3.1, §5.4); `pre_norm` gives the later variant
+x + Dropout(Sublayer(LayerNorm(x))) with a final LayerNorm per stack, for users who want it.
+
+The decoder runs either over a whole target prefix (training, `forward`) or one step at a time
+with cached keys/values (`init_state` + `decode_step`), and both give the same outputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Hyperparameters of one Transformer (§3, Table 3). Defaults are the base model."""
+
+    src_vocab: int
+    tgt_vocab: int
+    N: int = 6
+    d_model: int = 512
+    d_ff: int = 2048
+    h: int = 8
+    d_k: int = 64
+    d_v: int = 64
+    P_drop: float = 0.1
+    P_drop_attn: float = 0.0
+    positional: str = "sinusoidal"  # or "learned" (Table 3 row E)
+    max_positions: int = 1024  # longest position a learned embedding covers
+    pre_norm: bool = False
+    shared_vocab: bool = True  # three-way weight tying (§3.4); else target embedding = projection only
+    pad_id: int = 0
+
+    def __post_init__(self):
+        if self.positional not in ("sinusoidal", "learned"):
+            raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {self.positional!r}")
+        if self.positional == "sinusoidal" and self.d_model % 2:
+            raise ValueError(f"sinusoidal positions need an even d_model, got {self.d_model}")
+        if self.shared_vocab and self.src_vocab != self.tgt_vocab:
+            raise ValueError(f"a shared vocabulary needs src_vocab == tgt_vocab, got {self.src_vocab} and {self.tgt_vocab}")
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "ModelConfig":
+        """Build from a mapping, rejecting keys that are not fields (a typo would otherwise be ignored)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise ValueError(f"unknown model setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+        return cls(**values)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def sinusoidal_positions(length: int, d_model: int, offset: int = 0) -> Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...) (§3.5). Shape (length, d_model)."""
+    pos = torch.arange(offset, offset + length, dtype=torch.float32).unsqueeze(1)  # (T, 1)
+    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+    pe = torch.empty(length, d_model)
+    pe[:, 0::2] = torch.sin(pos * inv_freq)
+    pe[:, 1::2] = torch.cos(pos * inv_freq)
+    return pe
+
+
+class Embedding(nn.Module):
+    """Token embedding × √d_model plus positional encoding, then dropout (§3.4, §3.5, §5.4)."""
+
+    def __init__(self, weight: nn.Parameter, cfg: ModelConfig):
+        super().__init__()
+        self.weight = weight  # (V, d_model), possibly shared with other embeddings / the projection
+        self.scale = math.sqrt(cfg.d_model)
+        self.d_model = cfg.d_model
+        self.learned = nn.Embedding(cfg.max_positions, cfg.d_model) if cfg.positional == "learned" else None
+        self.dropout = nn.Dropout(cfg.P_drop)
+
+    def positions(self, length: int, offset: int, device) -> Tensor:
+        if self.learned is not None:
+            if offset + length > self.learned.num_embeddings:
+                raise ValueError(f"position {offset + length} exceeds max_positions={self.learned.num_embeddings}")
+            return self.learned(torch.arange(offset, offset + length, device=device))
+        return sinusoidal_positions(length, self.d_model, offset).to(device)
+
+    def forward(self, tokens: Tensor, offset: int = 0) -> Tensor:
+        x = F.embedding(tokens, self.weight) * self.scale  # (B, T, d_model)
+        pos = self.positions(tokens.size(1), offset, tokens.device)  # (T, d_model)
+        return self.dropout(x + pos.to(x.dtype))
+
+
+class MultiHeadAttention(nn.Module):
+    """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V) (§3.2.2).
+
+    d_k and d_v are set independently of d_model (Table 3 rows A and B). The projections carry
+    biases, as the published implementations do (the count then gives base 63.1M, big 214.2M
+    with a 37k vocabulary). Scaled dot-product attention (§3.2.1) goes through
+    `F.scaled_dot_product_attention`, so fused kernels are used where the hardware has them.
+    """
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.h, self.d_k, self.d_v = cfg.h, cfg.d_k, cfg.d_v
+        self.W_q = nn.Linear(cfg.d_model, cfg.h * cfg.d_k)
+        self.W_k = nn.Linear(cfg.d_model, cfg.h * cfg.d_k)
+        self.W_v = nn.Linear(cfg.d_model, cfg.h * cfg.d_v)
+        self.W_o = nn.Linear(cfg.h * cfg.d_v, cfg.d_model)
+        self.P_drop_attn = cfg.P_drop_attn
+
+    def split(self, x: Tensor, width: int) -> Tensor:
+        B, T, _ = x.shape
+        return x.view(B, T, self.h, width).transpose(1, 2)  # (B, h, T, width)
+
+    def keys_values(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        return self.split(self.W_k(memory), self.d_k), self.split(self.W_v(memory), self.d_v)
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool = False) -> Tensor:
+        """q (B, h, T, d_k), k (B, h, S, d_k), v (B, h, S, d_v); mask broadcastable to (B, h, T, S), True = attend."""
+        p = self.P_drop_attn if self.training else 0.0
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal)  # (B, h, T, d_v)
+        B, _, T, _ = out.shape
+        return self.W_o(out.transpose(1, 2).reshape(B, T, self.h * self.d_v))  # (B, T, d_model)
+
+    def forward(self, x: Tensor, memory: Tensor, mask: Tensor | None = None, causal: bool = False) -> Tensor:
+        q = self.split(self.W_q(x), self.d_k)
+        k, v = self.keys_values(memory)
+        return self.attend(q, k, v, mask, causal)
+
+
+class FeedForward(nn.Module):
+    """FFN(x) = max(0, x W1 + b1) W2 + b2 (§3.3)."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.W_1 = nn.Linear(cfg.d_model, cfg.d_ff)
+        self.W_2 = nn.Linear(cfg.d_ff, cfg.d_model)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.W_2(F.relu(self.W_1(x)))
+
+
+class SublayerConnection(nn.Module):
+    """LayerNorm(x + Dropout(Sublayer(x))) (§3.1, §5.4), or x + Dropout(Sublayer(LayerNorm(x))) when pre_norm."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.norm = nn.LayerNorm(cfg.d_model)
+        self.dropout = nn.Dropout(cfg.P_drop)
+        self.pre_norm = cfg.pre_norm
+
+    def forward(self, x: Tensor, sublayer) -> Tensor:
+        if self.pre_norm:
+            return x + self.dropout(sublayer(self.norm(x)))
+        return self.norm(x + self.dropout(sublayer(x)))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg)
+        self.ffn = FeedForward(cfg)
+        self.sub = nn.ModuleList([SublayerConnection(cfg) for _ in range(2)])
+
+    def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
+        x = self.sub[0](x, lambda y: self.self_attn(y, y, src_mask))
+        return self.sub[1](x, self.ffn)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg)
+        self.cross_attn = MultiHeadAttention(cfg)
+        self.ffn = FeedForward(cfg)
+        self.sub = nn.ModuleList([SublayerConnection(cfg) for _ in range(3)])
+
+    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor) -> Tensor:
+        x = self.sub[0](x, lambda y: self.self_attn(y, y, causal=True))
+        x = self.sub[1](x, lambda y: self.cross_attn(y, memory, src_mask))
+        return self.sub[2](x, self.ffn)
+
+    def step(self, x: Tensor, cache: "LayerCache", src_mask: Tensor) -> Tensor:
+        """One target position x (B, 1, d_model), attending over the cached prefix and the memory."""
+
+        def self_attention(y: Tensor) -> Tensor:
+            q = self.self_attn.split(self.self_attn.W_q(y), self.self_attn.d_k)
+            k, v = cache.append(*self.self_attn.keys_values(y))
+            return self.self_attn.attend(q, k, v, None)  # the prefix holds no future positions
+
+        def cross_attention(y: Tensor) -> Tensor:
+            q = self.cross_attn.split(self.cross_attn.W_q(y), self.cross_attn.d_k)
+            return self.cross_attn.attend(q, cache.cross_k, cache.cross_v, src_mask)
+
+        x = self.sub[0](x, self_attention)
+        x = self.sub[1](x, cross_attention)
+        return self.sub[2](x, self.ffn)
+
+
+class LayerCache:
+    """Keys/values of one decoder layer: self-attention grows by one position per step (in a
+    preallocated buffer); encoder-decoder keys/values are computed once from the memory."""
+
+    def __init__(self, cross_k: Tensor, cross_v: Tensor, max_len: int, h: int, d_k: int, d_v: int):
+        B = cross_k.size(0)
+        self.cross_k, self.cross_v = cross_k, cross_v  # (B, h, S, d_k), (B, h, S, d_v)
+        self.k = cross_k.new_empty(B, h, max_len, d_k)
+        self.v = cross_v.new_empty(B, h, max_len, d_v)
+        self.length = 0
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        if self.length >= self.k.size(2):
+            raise ValueError(f"decoder cache is full ({self.k.size(2)} positions)")
+        self.k[:, :, self.length] = k[:, :, 0]
+        self.v[:, :, self.length] = v[:, :, 0]
+        self.length += 1
+        return self.k[:, :, : self.length], self.v[:, :, : self.length]  # (B, h, t, d_k), (B, h, t, d_v)
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep batch rows `index` (beam search reordering hypotheses)."""
+        self.k = self.k.index_select(0, index)
+        self.v = self.v.index_select(0, index)
+        self.cross_k = self.cross_k.index_select(0, index)
+        self.cross_v = self.cross_v.index_select(0, index)
+
+
+class DecoderState:
+    """Everything incremental decoding carries from one step to the next."""
+
+    def __init__(self, layers: list[LayerCache], src_mask: Tensor):
+        self.layers = layers
+        self.src_mask = src_mask  # (B, 1, 1, S)
+        self.position = 0
+
+    def reorder(self, index: Tensor) -> None:
+        for layer in self.layers:
+            layer.reorder(index)
+        self.src_mask = self.src_mask.index_select(0, index)
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder Transformer (§3) with tied embeddings and pre-softmax projection (§3.4)."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        tgt_weight = nn.Parameter(torch.empty(cfg.tgt_vocab, cfg.d_model))
+        src_weight = tgt_weight if cfg.shared_vocab else nn.Parameter(torch.empty(cfg.src_vocab, cfg.d_model))
+        self.src_embed = Embedding(src_weight, cfg)
+        self.tgt_embed = Embedding(tgt_weight, cfg)
+        self.encoder = nn.ModuleList([EncoderLayer(cfg) for _ in range(cfg.N)])
+        self.decoder = nn.ModuleList([DecoderLayer(cfg) for _ in range(cfg.N)])
+        self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()
+        self.reset_parameters()
+
+    @property
+    def projection(self) -> nn.Parameter:
+        """The pre-softmax linear transformation: the target embedding matrix (§3.4)."""
+        return self.tgt_embed.weight
+
+    def reset_parameters(self) -> None:
+        """Embeddings ~ N(0, d_model^-0.5), as the √d_model input scaling expects; Xavier-uniform linears."""
+        for p in {id(p): p for p in (self.src_embed.weight, self.tgt_embed.weight)}.values():
+            nn.init.normal_(p, mean=0.0, std=self.cfg.d_model**-0.5)
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.xavier_uniform_(module.weight)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+
+    def src_mask(self, src: Tensor) -> Tensor:
+        return (src != self.cfg.pad_id)[:, None, None, :]  # (B, 1, 1, S), True = a real token
+
+    def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
+        """src (B, S) token ids -> memory (B, S, d_model) and its padding mask (B, 1, 1, S)."""
+        mask = self.src_mask(src)
+        x = self.src_embed(src)
+        for layer in self.encoder:
+            x = layer(x, mask)
+        return self.encoder_norm(x), mask
+
+    def decode(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor) -> Tensor:
+        """tgt_in (B, T) shifted target ids -> logits (B, T, tgt_vocab)."""
+        x = self.tgt_embed(tgt_in)
+        for layer in self.decoder:
+            x = layer(x, memory, src_mask)
+        return F.linear(self.decoder_norm(x), self.projection)
+
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        memory, mask = self.encode(src)
+        return self.decode(tgt_in, memory, mask)
+
+    def init_state(self, memory: Tensor, src_mask: Tensor, max_len: int) -> DecoderState:
+        """Cache for `max_len` decoding steps: encoder-decoder keys/values computed once per layer."""
+        cfg = self.cfg
+        caches = [
+            LayerCache(*layer.cross_attn.keys_values(memory), max_len, cfg.h, cfg.d_k, cfg.d_v) for layer in self.decoder
+        ]
+        return DecoderState(caches, src_mask)
+
+    def decode_step(self, tokens: Tensor, state: DecoderState) -> Tensor:
+        """tokens (B,) at position state.position -> logits (B, tgt_vocab) of the next token."""
+        x = self.tgt_embed(tokens[:, None], offset=state.position)  # (B, 1, d_model)
+        for layer, cache in zip(self.decoder, state.layers):
+            x = layer.step(x, cache, state.src_mask)
+        state.position += 1
+        return F.linear(self.decoder_norm(x[:, 0]), self.projection)
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Distinct trainable parameters (a tied matrix counts once)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def build(cfg: ModelConfig, device: str | torch.device | None = None) -> Transformer:
+    with torch.device(device or "cpu"):
+        return Transformer(cfg)
