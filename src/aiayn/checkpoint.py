@@ -8,15 +8,17 @@ alone; training adds step, optimizer, scheduler, RNG and data position.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 import torch
 
+from aiayn.errors import UserError
 from aiayn.model import ModelConfig, Transformer, build
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError, ValueError):
     """A checkpoint that cannot be used; the message names the file."""
 
 
@@ -31,6 +33,19 @@ def save(payload: dict, path: str | os.PathLike) -> None:
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def copy(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    """Copy a checkpoint file into place atomically."""
+    dst = Path(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.tmp")
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
         raise
 
 

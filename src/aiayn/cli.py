@@ -10,18 +10,15 @@ import argparse
 import importlib
 import sys
 
-from aiayn.config import ConfigError
+from aiayn.errors import UserError
 
 # command -> module defining `add_arguments(parser)` and `run(args)`; imported only when called,
 # so a step's environment needs only the packages of its own command.
 COMMANDS = {
     "resolve": ("aiayn.commands.resolve", "write the resolved settings of one experiment"),
+    "train": ("aiayn.commands.train", "train one experiment; resumes from its newest checkpoint"),
     "params": ("aiayn.commands.params", "count the parameters of every experiment's model beside the paper's"),
 }
-
-
-class UserError(Exception):
-    """An error caused by input the user controls; printed as one line."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         result = importlib.import_module(args._module).run(args)
-    except (ConfigError, UserError, FileNotFoundError) as exc:
+    except (UserError, FileNotFoundError) as exc:
         print(f"aiayn {args.command}: error: {exc}", file=sys.stderr)
         return 2
     return int(result or 0)

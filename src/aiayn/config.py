@@ -13,11 +13,13 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from aiayn.errors import UserError
+
 # Names used for folders directly under results/; an experiment may not take them.
 RESERVED_NAMES = frozenset({"data", "downloads", "tables", "logs", "benchmarks", "report", "demo"})
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A mistake in the user's configuration; the message names the key and what to do."""
 
 

@@ -38,7 +38,7 @@ rule train:
         LAYOUT.log("train", "{experiment}"),
     benchmark:
         LAYOUT.benchmark("train", "{experiment}")
-    retries: 3
+    retries: 5
     conda:
         "../../envs/torch.yaml"
     threads: 8

@@ -1,0 +1,127 @@
+"""Token-based batches of sentence pairs grouped by length (§5.1), and their place in training.
+
+Each epoch sorts the pairs by length (`length_batches`), cuts the order into micro-batches of
+about `budget` real tokens per side (within a padded-size memory bound), and shuffles the
+micro-batches. An update takes `world_size × accumulation` consecutive micro-batches of the
+endless stream epoch 0, epoch 1, ...; update u therefore holds micro-batches
+u·M ... u·M + M − 1, so the data position of a run is its step alone, and the same micro-batches
+make up an update whether they run on one process with accumulation or on several GPUs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from aiayn.encoded import BOS, EOS, PAD, Corpus
+
+
+def micro_batch_budget(tokens_per_update: int, max_tokens: int, world_size: int) -> tuple[int, int]:
+    """(accumulation, real tokens per micro-batch): the fewest micro-batches of at most max_tokens
+    padded tokens that hold tokens_per_update, with the update's tokens split evenly over them."""
+    accumulation = max(1, math.ceil(tokens_per_update / (max_tokens * world_size)))
+    return accumulation, math.ceil(tokens_per_update / (accumulation * world_size))
+
+
+def length_batches(
+    src_len: np.ndarray, tgt_len: np.ndarray, budget: int, rng: np.random.Generator, *, max_padded: int | None = None
+) -> list[np.ndarray]:
+    """Indices of pairs cut into batches, in shuffled order.
+
+    Pairs are sorted by (longer side, target length, source length, random tie-break) so that a
+    batch holds pairs of nearly equal shape (5.9 % padding on 13.5k real WMT pairs, 0.07 % on a
+    4.5M-pair resample; sorting by target length alone gives 12 %). A batch closes before its real tokens exceed `budget` on either side (the
+    paper counts ~25,000 source and ~25,000 target tokens) or its padded size exceeds `max_padded`
+    on either side (the memory bound; default: budget). Lengths must include the EOS/BOS the batch
+    adds. A pair longer than the bounds forms a batch alone.
+    """
+    cap = max_padded or budget
+    order = np.lexsort((rng.random(len(src_len)), src_len, tgt_len, np.maximum(src_len, tgt_len)))
+    s_sorted, t_sorted = src_len[order].tolist(), tgt_len[order].tolist()
+    cuts, start, max_len, real_s, real_t = [], 0, 0, 0, 0
+    for i, (s, t) in enumerate(zip(s_sorted, t_sorted)):
+        longest = max(max_len, s, t)
+        if i > start and (real_s + s > budget or real_t + t > budget or longest * (i - start + 1) > cap):
+            cuts.append(i)
+            start, longest, real_s, real_t = i, max(s, t), 0, 0
+        max_len, real_s, real_t = longest, real_s + s, real_t + t
+    batches = np.split(order, cuts)
+    return [batches[j] for j in rng.permutation(len(batches))]
+
+
+@dataclass
+class Batch:
+    src: torch.Tensor  # (B, S) source ids + EOS, padded
+    tgt_in: torch.Tensor  # (B, T) BOS + target ids, padded
+    tgt_out: torch.Tensor  # (B, T) target ids + EOS, padded
+    src_tokens: int  # real (non-pad) tokens
+    tgt_tokens: int
+
+    def to(self, device) -> "Batch":
+        nb = torch.device(device).type == "cuda"
+        move = lambda t: t.to(device, non_blocking=nb)  # noqa: E731
+        return Batch(move(self.src), move(self.tgt_in), move(self.tgt_out), self.src_tokens, self.tgt_tokens)
+
+
+def collate(corpus: Corpus, indices: np.ndarray) -> Batch:
+    """Pad the pairs `indices` of `corpus` into one Batch."""
+    src_len = corpus.src_lengths[indices] + 1
+    tgt_len = corpus.tgt_lengths[indices] + 1
+    B = len(indices)
+    src = np.full((B, int(src_len.max())), PAD, dtype=np.int64)
+    tgt_in = np.full((B, int(tgt_len.max())), PAD, dtype=np.int64)
+    tgt_out = np.full_like(tgt_in, PAD)
+    for row, i in enumerate(indices):
+        s, t = corpus.src(i), corpus.tgt(i)
+        src[row, : len(s)] = s
+        src[row, len(s)] = EOS
+        tgt_in[row, 0] = BOS
+        tgt_in[row, 1 : len(t) + 1] = t
+        tgt_out[row, : len(t)] = t
+        tgt_out[row, len(t)] = EOS
+    tensors = [torch.from_numpy(a) for a in (src, tgt_in, tgt_out)]
+    if torch.cuda.is_available():
+        tensors = [t.pin_memory() for t in tensors]
+    return Batch(*tensors, src_tokens=int(src_len.sum()), tgt_tokens=int(tgt_len.sum()))
+
+
+class Batcher:
+    """The micro-batches of every update of a run over `corpus`."""
+
+    def __init__(self, corpus: Corpus, *, budget: int, seed: int, per_update: int, max_padded: int | None = None):
+        self.corpus, self.budget, self.seed, self.per_update = corpus, budget, seed, per_update
+        self.max_padded = max_padded or budget
+        self.src_len = corpus.src_lengths + 1  # + EOS
+        self.tgt_len = corpus.tgt_lengths + 1  # + BOS / EOS
+        self._epoch, self._batches = -1, []
+        self.n_batches = len(self.epoch(0))
+        if self.n_batches == 0:
+            raise ValueError(f"{corpus.path}: no sentence pairs to train on")
+
+    def epoch(self, e: int) -> list[np.ndarray]:
+        if e != self._epoch:
+            rng = np.random.default_rng([self.seed, e])
+            self._epoch, self._batches = e, length_batches(
+                self.src_len, self.tgt_len, self.budget, rng, max_padded=self.max_padded
+            )
+        return self._batches
+
+    def micro_batch(self, g: int) -> np.ndarray:
+        """Global micro-batch g of the endless stream of epochs."""
+        return self.epoch(g // self.n_batches)[g % self.n_batches]
+
+    def update(self, step: int) -> list[np.ndarray]:
+        """The micro-batches of update `step` (1-based): all ranks' share, in rank-major order."""
+        first = (step - 1) * self.per_update
+        return [self.micro_batch(g) for g in range(first, first + self.per_update)]
+
+    def padding_fraction(self, epoch: int = 0) -> float:
+        """Share of pad tokens among all (source + target) positions of one epoch's batches."""
+        real = padded = 0
+        for b in self.epoch(epoch):
+            real += int(self.src_len[b].sum() + self.tgt_len[b].sum())
+            padded += len(b) * int(self.src_len[b].max() + self.tgt_len[b].max())
+        return 1 - real / padded

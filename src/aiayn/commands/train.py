@@ -1,0 +1,59 @@
+"""`python -m aiayn train` (or `torchrun ... -m aiayn train`): train one experiment (§5).
+
+Resumes from the newest readable checkpoint in --checkpoints; exits 75 after writing a
+checkpoint when SIGTERM/SIGUSR1 arrives (run it again to resume), 3 on a non-finite loss.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from aiayn import encoded
+from aiayn.config import ConfigError
+from aiayn.train import RunFiles, StopFlag, Trainer, file_sha256, setup
+from aiayn.train import run as train_run
+
+
+def add_arguments(parser):
+    parser.add_argument("--settings", required=True, help="experiment.json written by `aiayn resolve`")
+    parser.add_argument("--train", required=True, help="encoded training data (.bin)")
+    parser.add_argument("--dev", help="encoded dev data (.bin): loss and perplexity at every checkpoint")
+    parser.add_argument("--spm-src", help="source sentencepiece model (checked against the data)")
+    parser.add_argument("--spm-tgt", help="target sentencepiece model (checked against the data)")
+    parser.add_argument("--checkpoints", required=True, help="folder of step checkpoints (resumed from)")
+    parser.add_argument("--out", required=True, help="final checkpoint, written when training is done")
+    parser.add_argument("--metrics", help="JSON-lines metrics (default: metrics.jsonl beside --checkpoints)")
+    parser.add_argument("--device", default="auto", help="auto (GPU of this rank if any, else CPU), cpu, cuda:N")
+    parser.add_argument("--max-updates", type=int, help="stop after this many updates of this run (for tests)")
+
+
+def check_vocabulary(corpus, side: str, spm_path: str | None) -> None:
+    if spm_path is None:
+        return
+    want = corpus.header["meta"].get(f"spm_{side}_sha256")
+    if want and file_sha256(spm_path) != want:
+        raise ConfigError(f"{spm_path} is not the {side} vocabulary {corpus.path} was encoded with; rerun `snakemake data`")
+
+
+def run(args) -> int:
+    try:
+        settings = json.loads(Path(args.settings).read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{args.settings}: cannot read the experiment settings ({exc})") from None
+    train = encoded.read(args.train)
+    dev = encoded.read(args.dev) if args.dev else None
+    check_vocabulary(train, "src", args.spm_src)
+    check_vocabulary(train, "tgt", args.spm_tgt)
+    env = setup(args.device)
+    checkpoints = Path(args.checkpoints)
+    files = RunFiles(checkpoints, Path(args.out), Path(args.metrics) if args.metrics else checkpoints.parent / "metrics.jsonl")
+
+    def log(message: str) -> None:
+        if env.main:
+            print(message, flush=True)
+
+    stop = StopFlag()
+    stop.install()
+    return train_run(Trainer(settings, train, dev, files, env, log), stop, max_updates=args.max_updates)
+

@@ -1,0 +1,38 @@
+"""Peak arithmetic rates of GPU models, for model-FLOPs utilisation (MFU) and the paper's cost formula.
+
+Dense (no sparsity) tensor-core peaks in FLOP/s as published by NVIDIA; `fp32` is the plain
+single-precision rate that the paper's footnote 5 uses for its training-cost estimates.
+"""
+
+from __future__ import annotations
+
+# name fragment (matched against torch.cuda.get_device_name) -> {precision: FLOP/s}
+PEAKS = {
+    "H200": {"bf16": 989e12, "fp16": 989e12, "fp32": 67e12},
+    "H100 PCIe": {"bf16": 756e12, "fp16": 756e12, "fp32": 51e12},
+    "H100": {"bf16": 989e12, "fp16": 989e12, "fp32": 67e12},
+    "A100": {"bf16": 312e12, "fp16": 312e12, "fp32": 19.5e12},
+    "A10G": {"bf16": 70e12, "fp16": 70e12, "fp32": 31.2e12},
+    "L40S": {"bf16": 362e12, "fp16": 362e12, "fp32": 91.6e12},
+    "L4": {"bf16": 121e12, "fp16": 121e12, "fp32": 30.3e12},
+    "V100": {"fp16": 125e12, "fp32": 15.7e12},
+    "P100": {"fp32": 9.5e12, "fp16": 19e12},  # paper footnote 5: 9.5 TFLOPS
+    "K80": {"fp32": 2.8e12},
+    "K40": {"fp32": 3.7e12},
+    "M40": {"fp32": 6.0e12},
+}
+
+
+def peak_flops(device_name: str | None, precision: str) -> float | None:
+    """Peak FLOP/s of `device_name` at `precision` ("bf16", "fp16", "fp32"), or None if unknown."""
+    if not device_name:
+        return None
+    for fragment, peaks in PEAKS.items():
+        if fragment.lower() in device_name.lower():
+            return peaks.get(precision)
+    return None
+
+
+def model_flops(parameters: int, target_tokens: int) -> float:
+    """Training FLOPs ≈ 6 × parameters × tokens (forward 2, backward 4 per parameter and token)."""
+    return 6.0 * parameters * target_tokens

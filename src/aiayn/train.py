@@ -1,0 +1,441 @@
+"""Training (§5): token batches, Adam with the §5.3 schedule, label smoothing, AMP, DDP,
+checkpoints, exact auto-resume and graceful stops on SIGTERM/SIGUSR1.
+
+`train()` runs one job. It resumes from the newest readable checkpoint of its folder, writes a
+checkpoint every `checkpoint_interval` updates, and on a stop signal finishes the current update,
+writes a checkpoint and returns EXIT_PREEMPTED, so that the Snakemake rule's retry resumes. Under
+torchrun every rank runs `train()`; the environment says which rank it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import re
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from aiayn import checkpoint as ckpt
+from aiayn.batching import Batcher, collate, micro_batch_budget
+from aiayn.encoded import PAD, Corpus
+from aiayn.errors import UserError
+from aiayn.hardware import model_flops, peak_flops
+from aiayn.model import ModelConfig, Transformer, build, count_parameters
+
+EXIT_DONE = 0
+EXIT_NONFINITE = 3
+EXIT_PREEMPTED = 75  # EX_TEMPFAIL: a checkpoint is written, run the job again to resume
+CHECKPOINT = re.compile(r"checkpoint_(\d+)\.pt$")
+
+
+class TrainingError(UserError, RuntimeError):
+    """Training cannot go on; the message says why and what to do."""
+
+
+def rate(step: int, d_model: int, warmup_steps: int, scale: float = 1.0) -> float:
+    """lrate = d_model^-0.5 · min(step^-0.5, step · warmup_steps^-1.5) (§5.3), times `scale`."""
+    return scale * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
+
+
+def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, eps_ls: float) -> torch.Tensor:
+    """Summed label-smoothed cross-entropy over non-pad targets (§5.4), torch's built-in smoothing."""
+    return F.cross_entropy(
+        logits.float().flatten(0, 1), target.flatten(), ignore_index=PAD, label_smoothing=eps_ls, reduction="sum"
+    )
+
+
+@dataclass
+class Env:
+    """Where this process runs: rank, world size and device."""
+
+    rank: int = 0
+    world_size: int = 1
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def setup(device: str = "auto") -> Env:
+    """Join the process group torchrun set up (if any) and pick this rank's device."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if device == "auto":
+        device = f"cuda:{local}" if torch.cuda.is_available() else "cpu"
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
+    return Env(rank, world, dev)
+
+
+def precision(setting: str, device: torch.device) -> tuple[torch.dtype | None, bool]:
+    """(autocast dtype or None, whether to scale the loss) for a `precision` setting on `device`."""
+    if setting == "auto":
+        if device.type != "cuda":
+            setting = "fp32"
+        else:
+            setting = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    if setting == "fp32":
+        return None, False
+    if device.type != "cuda":
+        raise TrainingError(f"precision {setting} needs a GPU; use fp32 (or auto) on {device}")
+    return (torch.bfloat16, False) if setting == "bf16" else (torch.float16, True)
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def list_checkpoints(folder: Path) -> list[tuple[int, Path]]:
+    """Step checkpoints of `folder`, newest first."""
+    found = [(int(m.group(1)), p) for p in folder.glob("checkpoint_*.pt") if (m := CHECKPOINT.search(p.name))]
+    return sorted(found, reverse=True)
+
+
+def newest_readable(folder: Path, log) -> dict | None:
+    """The newest checkpoint of `folder` that loads; unreadable newer ones are reported and skipped."""
+    for _, path in list_checkpoints(folder):
+        try:
+            return ckpt.load(path)
+        except ckpt.CheckpointError as exc:
+            log(f"warning: {exc}; falling back to the previous checkpoint")
+    return None
+
+
+class StopFlag:
+    """Set by SIGTERM / SIGUSR1 (what Slurm sends before a time limit or preemption)."""
+
+    def __init__(self):
+        self.signal: int | None = None
+
+    def install(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGUSR1):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum, frame) -> None:
+        self.signal = signum
+
+    def __bool__(self) -> bool:
+        return self.signal is not None
+
+
+@dataclass
+class RunFiles:
+    checkpoints: Path
+    out: Path
+    metrics: Path
+
+
+class Trainer:
+    """One training run; see the module docstring."""
+
+    def __init__(self, settings: dict, train: Corpus, dev: Corpus | None, files: RunFiles, env: Env, log=print):
+        self.settings, self.tr = settings, settings["train"]
+        self.train_data, self.dev_data, self.files, self.env, self.log = train, dev, files, env, log
+        meta = train.header["meta"]
+        self.vocab_id = {"src": meta.get("spm_src_sha256"), "tgt": meta.get("spm_tgt_sha256")}
+        self.model_cfg = ModelConfig.from_dict(
+            {**settings["model"], "src_vocab": meta["src_vocab"], "tgt_vocab": meta["tgt_vocab"],
+             "shared_vocab": settings["vocab"]["shared"]}
+        )
+        torch.manual_seed(self.tr["seed"])
+        self.model = build(self.model_cfg, env.device)
+        self.params = count_parameters(self.model)
+        self.ddp = torch.nn.parallel.DistributedDataParallel(self.model) if env.world_size > 1 else None
+        self.optimizer = torch.optim.Adam(
+            self.model.parameters(), lr=1.0, betas=(self.tr["adam_beta1"], self.tr["adam_beta2"]), eps=self.tr["adam_eps"],
+            **({"fused": True} if env.device.type == "cuda" else {}),
+        )
+        d_model, warmup, scale = self.model_cfg.d_model, self.tr["warmup_steps"], self.tr["lr_scale"]
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: rate(s + 1, d_model, warmup, scale))
+        self.autocast_dtype, scaled = precision(self.tr["precision"], env.device)
+        self.scaler = torch.amp.GradScaler(env.device.type, enabled=scaled)
+        self.accumulation, budget = micro_batch_budget(self.tr["tokens_per_update"], self.tr["max_tokens"], env.world_size)
+        self.batcher = Batcher(
+            train, budget=budget, seed=self.tr["seed"], per_update=self.accumulation * env.world_size,
+            max_padded=self.tr["max_tokens"],
+        )
+        self.step = 0
+        self._first_bad = torch.zeros((), dtype=torch.long, device=env.device)  # first non-finite step, 0 = none
+
+    def first_nonfinite(self) -> int | None:
+        """First step whose loss was not finite (checked on the device, read only when asked)."""
+        bad = int(self._first_bad.item())
+        return bad or None
+
+    # -- state -----------------------------------------------------------------------------------
+    def data_plan(self) -> dict:
+        b = self.batcher
+        return {"budget": b.budget, "max_padded": b.max_padded, "per_update": b.per_update, "n_batches": b.n_batches}
+
+    def payload(self) -> dict:
+        rng = {"cpu": torch.get_rng_state()}
+        if self.env.device.type == "cuda":
+            rng["cuda"] = torch.cuda.get_rng_state(self.env.device)
+        rngs = [None] * self.env.world_size
+        if self.env.world_size > 1:
+            dist.all_gather_object(rngs, rng)
+        else:
+            rngs = [rng]
+        return {
+            **ckpt.model_payload(self.model), "step": self.step, "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(), "rng": rngs,
+            "data": self.data_plan(), "settings": self.settings, "vocab": self.vocab_id, "world_size": self.env.world_size,
+        }
+
+    def resume(self) -> None:
+        state = newest_readable(self.files.checkpoints, self.log)
+        if state is None:
+            torch.manual_seed(self.tr["seed"] * 1000 + self.env.rank)
+            return
+        where = f"{self.files.checkpoints}: checkpoint of step {state['step']}"
+        if state["model_config"] != self.model_cfg.to_dict():
+            raise TrainingError(f"{where} is of another model; move the folder away to train this one from scratch")
+        if state.get("vocab") != self.vocab_id:
+            raise TrainingError(f"{where} used other vocabularies; move the folder away to train from scratch")
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+        self.step = state["step"]
+        rngs = state["rng"]
+        if len(rngs) == self.env.world_size and state["data"] == self.data_plan():
+            torch.set_rng_state(rngs[self.env.rank]["cpu"])
+            if "cuda" in rngs[self.env.rank] and self.env.device.type == "cuda":
+                torch.cuda.set_rng_state(rngs[self.env.rank]["cuda"], self.env.device)
+        else:
+            self.log(f"warning: {where} ran with another GPU count or batch plan; resuming, not bit-exactly")
+            torch.manual_seed(self.tr["seed"] * 1000 + self.env.rank + self.step)
+        self.log(f"resumed from step {self.step}")
+        if self.env.main:
+            truncate_metrics(self.files.metrics, self.step)
+
+    def save(self) -> Path:
+        payload = self.payload()  # every rank takes part (RNG states are gathered)
+        path = self.files.checkpoints / f"checkpoint_{self.step:07d}.pt"
+        if self.env.main:
+            ckpt.save(payload, path)
+            for _, old in list_checkpoints(self.files.checkpoints)[self.tr["keep_checkpoints"] :]:
+                old.unlink(missing_ok=True)
+        return path
+
+    # -- one update --------------------------------------------------------------------------------
+    def update(self) -> tuple[torch.Tensor, int, int]:
+        """One optimizer step over this rank's micro-batches; returns (summed loss, src and tgt tokens of all ranks)."""
+        micro = self.batcher.update(self.step + 1)
+        tgt_tokens = sum(int(self.batcher.tgt_len[b].sum()) for b in micro)
+        src_tokens = sum(int(self.batcher.src_len[b].sum()) for b in micro)
+        mine = micro[self.env.rank * self.accumulation : (self.env.rank + 1) * self.accumulation]
+        module = self.ddp or self.model
+        self.optimizer.zero_grad(set_to_none=True)
+        total = torch.zeros((), device=self.env.device)
+        for j, indices in enumerate(mine):
+            batch = collate(self.train_data, indices).to(self.env.device)
+            sync = self.ddp is None or j == len(mine) - 1
+            with contextlib.nullcontext() if sync else self.ddp.no_sync(), self.autocast():
+                logits = module(batch.src, batch.tgt_in)  # (B, T, V)
+            loss = label_smoothed_loss(logits, batch.tgt_out, self.tr["eps_ls"])
+            # DDP averages gradients over ranks, hence × world_size: the update's gradient is that
+            # of the summed loss over all its target tokens divided by their number.
+            self.scaler.scale(loss * (self.env.world_size / tgt_tokens)).backward()
+            total += loss.detach()
+        if self.tr["clip_norm"] > 0:
+            self.scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.tr["clip_norm"])
+        self.step += 1
+        if self.scaler.is_enabled():  # fp16: the scaler skips overflowing updates itself
+            scale = self.scaler.get_scale()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            if self.scaler.get_scale() < scale:
+                self.log(f"step {self.step}: fp16 overflow, update skipped (loss scale now {self.scaler.get_scale():g})")
+        else:
+            self.optimizer.step()
+            bad = ~torch.isfinite(total) & (self._first_bad == 0)
+            self._first_bad = torch.where(bad, torch.full_like(self._first_bad, self.step), self._first_bad)
+        self.scheduler.step()
+        return total, src_tokens, tgt_tokens
+
+    def autocast(self):
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.env.device.type, dtype=self.autocast_dtype)
+
+    # -- evaluation ----------------------------------------------------------------------------------
+    @torch.no_grad()
+    def evaluate(self) -> dict:
+        """Dev-set loss: NLL per target token (perplexity = exp) and the label-smoothed loss."""
+        if self.dev_data is None:
+            return {}
+        self.model.eval()
+        dev = Batcher(self.dev_data, budget=self.batcher.budget, seed=0, per_update=1, max_padded=self.batcher.max_padded)
+        nll = smoothed = torch.zeros((), dtype=torch.float64, device=self.env.device)
+        tokens = 0
+        for indices in dev.epoch(0):
+            batch = collate(self.dev_data, indices).to(self.env.device)
+            with self.autocast():
+                logits = self.model(batch.src, batch.tgt_in)
+            nll = nll + label_smoothed_loss(logits, batch.tgt_out, 0.0)
+            smoothed = smoothed + label_smoothed_loss(logits, batch.tgt_out, self.tr["eps_ls"])
+            tokens += batch.tgt_tokens
+        self.model.train()
+        nll_per = nll.item() / tokens
+        return {"dev_nll": nll_per, "dev_ppl": math.exp(min(nll_per, 700)), "dev_loss": smoothed.item() / tokens}
+
+
+def truncate_metrics(path: Path, step: int) -> None:
+    """Drop metric records past `step` (left by a run that died after its last checkpoint)."""
+    if not path.exists():
+        return
+    keep = [line for line in path.read_text().splitlines() if json.loads(line).get("step", 0) <= step]
+    path.write_text("".join(line + "\n" for line in keep))
+
+
+class Progress:
+    """Progress lines and JSON-lines metrics every `interval` updates."""
+
+    def __init__(self, trainer: Trainer, total_steps: int):
+        self.t, self.total = trainer, total_steps
+        self.start_step, self.start = trainer.step, time.perf_counter()
+        self.reset()
+        dev = trainer.env.device
+        self.device_name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
+        prec = {torch.bfloat16: "bf16", torch.float16: "fp16", None: "fp32"}[trainer.autocast_dtype]
+        peak = peak_flops(self.device_name, prec)
+        self.peak = peak * trainer.env.world_size if peak else None
+
+    def reset(self) -> None:
+        self.loss = torch.zeros((), device=self.t.env.device)
+        self.src = self.tgt = 0
+        self.mark = time.perf_counter()
+        self.steps = 0
+
+    def add(self, loss: torch.Tensor, src: int, tgt: int) -> None:
+        self.loss += loss
+        self.src, self.tgt, self.steps = self.src + src, self.tgt + tgt, self.steps + 1
+
+    def record(self, **extra) -> dict:
+        loss = self.loss.clone()
+        if self.t.env.world_size > 1:
+            dist.all_reduce(loss)
+        loss = loss.item() / max(self.tgt, 1)
+        seconds = time.perf_counter() - self.mark
+        tps = self.tgt / seconds if seconds > 0 else 0.0
+        done = self.t.step - self.start_step
+        eta = (time.perf_counter() - self.start) / max(done, 1) * (self.total - self.t.step)
+        rec = {
+            "step": self.t.step, "loss": loss, "lr": self.t.scheduler.get_last_lr()[0],
+            "src_tokens_per_update": self.src / max(self.steps, 1), "tgt_tokens_per_update": self.tgt / max(self.steps, 1),
+            "tgt_tokens_per_s": tps, "tflops": model_flops(self.t.params, self.tgt) / seconds / 1e12 if seconds > 0 else 0.0,
+            "eta_s": eta, "wall": time.time(), **extra,
+        }
+        rec["mfu"] = rec["tflops"] * 1e12 / self.peak if self.peak else None
+        self.reset()
+        return rec
+
+
+def write_metric(path: Path, record: dict) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def format_progress(rec: dict, total: int) -> str:
+    mfu = f" mfu {rec['mfu']:.1%}" if rec.get("mfu") is not None else ""
+    eta = time.strftime("%H:%M:%S", time.gmtime(rec["eta_s"])) if rec["eta_s"] < 86400 else f"{rec['eta_s'] / 86400:.1f}d"
+    return (
+        f"step {rec['step']}/{total} loss {rec['loss']:.4f} lr {rec['lr']:.3e} "
+        f"tok/s {rec['tgt_tokens_per_s']:,.0f} batch {rec['src_tokens_per_update']:,.0f}+{rec['tgt_tokens_per_update']:,.0f} "
+        f"tflops {rec['tflops']:.2f}{mfu} eta {eta}"
+    )
+
+
+def run(trainer: Trainer, stop, *, max_updates: int | None = None) -> int:
+    """Train until the configured steps (or `max_updates` more, or a stop); return the exit code."""
+    t, env, total, files = trainer, trainer.env, trainer.tr["steps"], trainer.files
+    files.checkpoints.mkdir(parents=True, exist_ok=True)
+    t.resume()
+    if env.main:
+        start_record(t)
+    progress = Progress(t, total)
+    left = max_updates if max_updates is not None else total
+    t.model.train()
+    while t.step < total and left > 0:
+        loss, src, tgt = t.update()
+        left -= 1
+        progress.add(loss, src, tgt)
+        at_log = t.step % t.tr["log_interval"] == 0 or t.step == total
+        at_checkpoint = t.step % t.tr["checkpoint_interval"] == 0 or t.step == total
+        if (at_log or at_checkpoint) and t.first_nonfinite() is not None:
+            t.log(f"error: the loss is not finite at step {t.first_nonfinite()}; stopping, no checkpoint written "
+                  "(lower training.lr_scale or turn on training.clip_norm)")
+            return EXIT_NONFINITE
+        if at_log:
+            rec = progress.record()
+            if env.main:
+                write_metric(files.metrics, rec)
+                t.log(format_progress(rec, total))
+        if at_checkpoint:
+            checkpoint_and_evaluate(t)
+        if stop_requested(stop, env, t.step):
+            if not at_checkpoint:
+                t.save()
+            t.log(f"stop signal: checkpoint of step {t.step} written; run again to resume (exit {EXIT_PREEMPTED})")
+            return EXIT_PREEMPTED
+    if t.step >= total and env.main:
+        ckpt.copy(files.checkpoints / f"checkpoint_{t.step:07d}.pt", files.out)
+        t.log(f"done: {files.out}")
+    return EXIT_DONE
+
+
+def start_record(t: Trainer) -> None:
+    env = t.env
+    name = torch.cuda.get_device_name(env.device) if env.device.type == "cuda" else "cpu"
+    write_metric(t.files.metrics, {
+        "event": "start", "step": t.step, "world_size": env.world_size, "accumulation": t.accumulation,
+        "budget": t.batcher.budget, "params": t.params, "device_name": name, "wall": time.time(),
+    })
+    t.log(f"training {t.settings['name']}: {t.params:,} parameters on {env.world_size} x {name}, "
+          f"{t.accumulation} micro-batch(es) of <= {t.batcher.budget} tokens per side per process, "
+          f"step {t.step} -> {t.tr['steps']}")
+
+
+def checkpoint_and_evaluate(t: Trainer) -> None:
+    t.save()
+    if t.env.main:
+        dev = t.evaluate()
+        if dev:
+            write_metric(t.files.metrics, {"step": t.step, **dev})
+            t.log(f"step {t.step} dev nll {dev['dev_nll']:.4f} ppl {dev['dev_ppl']:.2f}")
+    if t.env.world_size > 1:
+        dist.barrier()
+
+
+STOP_CHECK_INTERVAL = 10  # updates between stop-flag all-reduces when several processes train
+
+
+def stop_requested(stop, env: Env, step: int) -> bool:
+    """Whether any rank got a stop signal. One process: every update; several: every few updates, in lockstep."""
+    if env.world_size == 1:
+        return bool(stop)
+    if step % STOP_CHECK_INTERVAL:
+        return False
+    flag = torch.tensor([1 if stop else 0], device=env.device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())

@@ -1,0 +1,89 @@
+"""A small model trains on CPU through the Snakemake train rule, and a preempted job resumes."""
+
+from __future__ import annotations
+
+import hashlib
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+import toy
+from aiayn import checkpoint, encoded
+from conftest import ROOT
+
+
+def tiny_study(workdir: Path, steps: int) -> Path:
+    """A one-experiment study config and its encoded data in `workdir` (upstream stages pre-made)."""
+    config = {
+        "archives": {"toy": {"url": "http://127.0.0.1:9/toy.tgz", "sha256": "0" * 64}},
+        "datasets": {"toy": {
+            "task": "translation", "src": "xx", "tgt": "yy",
+            "train": [{"archive": "toy", "src": "train.xx", "tgt": "train.yy"}],
+            "dev": "dev", "test": "test",
+            "eval_sets": {"dev": {"archive": "toy", "src": "dev.xx", "tgt": "dev.yy"},
+                          "test": {"archive": "toy", "src": "test.xx", "tgt": "test.yy"}},
+            "vocab": {"model_type": "bpe", "size": toy.VOCAB, "shared": True},
+        }},
+        "training": {**toy.SETTINGS["train"], "steps": steps, "checkpoint_interval": 50, "log_interval": 10},
+        "presets": {"toy": {"model": toy.SETTINGS["model"], "average": 1}},
+        "experiments": {"toy-run": {"preset": "toy", "dataset": "toy", "tables": [2]}},
+    }
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    data = workdir / "results" / "data" / "toy"
+    data.mkdir(parents=True)
+    for side in ("src", "tgt"):
+        (data / f"spm.{side}.model").write_bytes(f"stand-in {side} vocabulary".encode())
+    sha = {side: hashlib.sha256((data / f"spm.{side}.model").read_bytes()).hexdigest() for side in ("src", "tgt")}
+    for split, n, seed in (("train", 300, 0), ("dev", 30, 1)):
+        toy.corpus(data / f"{split}.bin", n=n, seed=seed)
+        corpus = encoded.read(data / f"{split}.bin")
+        src = (corpus.src_tokens, corpus.src_offsets)
+        tgt = (corpus.tgt_tokens, corpus.tgt_offsets)
+        meta = {**corpus.header["meta"], "spm_src_sha256": sha["src"], "spm_tgt_sha256": sha["tgt"]}
+        encoded.write(data / f"{split}.bin", src, tgt, dtype=corpus.src_tokens.dtype, meta=meta)
+    return workdir
+
+
+def snakemake_cmd(workdir: Path, target: str) -> list[str]:
+    return [sys.executable, "-m", "snakemake", target, "-s", str(ROOT / "Snakefile"), "-d", str(workdir),
+            "--cores", "2", "--configfile", str(workdir / "config.yaml")]
+
+
+def test_train_rule_on_cpu(tmp_path):
+    workdir = tiny_study(tmp_path, steps=60)
+    run = subprocess.run(snakemake_cmd(workdir, "results/toy-run/checkpoints/last.pt"),
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    state = checkpoint.load(workdir / "results/toy-run/checkpoints/last.pt")
+    assert state["step"] == 60 and state["settings"]["name"] == "toy-run"
+    log = (workdir / "results/logs/train/toy-run.log").read_text()
+    assert "step 60/60" in log and "done:" in log
+    assert (workdir / "results/benchmarks/train/toy-run.tsv").exists()
+
+
+def test_preempted_training_job_is_retried_and_resumes(tmp_path):
+    workdir = tiny_study(tmp_path, steps=3000)
+    proc = subprocess.Popen(snakemake_cmd(workdir, "results/toy-run/checkpoints/last.pt"),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    metrics = workdir / "results/toy-run/metrics.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (metrics.exists() and '"step": 120' in metrics.read_text()):
+        time.sleep(0.2)
+    trainer = subprocess.run(["pgrep", "-f", "aiayn train --settings results/toy-run"], capture_output=True, text=True)
+    pids = [int(p) for p in trainer.stdout.split()]
+    if not pids:
+        proc.kill()
+        pytest.fail("the training process was not found")
+    for pid in pids:  # what Slurm does before a time limit or a preemption
+        subprocess.run(["kill", "-TERM", str(pid)])
+    out, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, out[-3000:]
+    assert "exit status 75" in out or "Trying to restart job" in out  # Snakemake retried the job
+    log = (workdir / "results/logs/train/toy-run.log").read_text()  # the retry's log
+    assert "resumed from step" in log
+    assert checkpoint.load(workdir / "results/toy-run/checkpoints/last.pt")["step"] == 3000
