@@ -16,7 +16,12 @@ from aiayn.errors import UserError
 # so a step's environment needs only the packages of its own command.
 COMMANDS = {
     "resolve": ("aiayn.commands.resolve", "write the resolved settings of one experiment"),
+    "vocab": ("aiayn.commands.vocab", "train the sentencepiece vocabularies of a dataset"),
+    "encode": ("aiayn.commands.encode", "encode aligned text into the binary training format"),
     "train": ("aiayn.commands.train", "train one experiment; resumes from its newest checkpoint"),
+    "average": ("aiayn.commands.average", "average the last K checkpoints of a run"),
+    "translate": ("aiayn.commands.translate", "decode a source file with beam search"),
+    "score": ("aiayn.commands.score", "score a decoded test set (both BLEU protocols)"),
     "params": ("aiayn.commands.params", "count the parameters of every experiment's model beside the paper's"),
 }
 

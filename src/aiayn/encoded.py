@@ -24,6 +24,7 @@ from aiayn.errors import UserError
 MAGIC = b"AIAYNENC"
 VERSION = 1
 ALIGN = 64
+CHUNK = 1 << 22  # elements written at a time
 # Special ids of every sentencepiece model of this project (see aiayn.vocab).
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 
@@ -44,24 +45,26 @@ def write(path: str | os.PathLike, src: list[np.ndarray] | tuple, tgt, *, dtype,
     if len(arrays["tgt_offsets"]) - 1 != n:
         raise EncodedError(f"{path}: {n} source but {len(arrays['tgt_offsets']) - 1} target sentences")
     dtype = np.dtype(dtype)
-    arrays = {k: np.ascontiguousarray(v, dtype=dtype if k.endswith("tokens") else np.int64) for k, v in arrays.items()}
+    dtypes = {k: dtype if k.endswith("tokens") else np.dtype(np.int64) for k in arrays}
     header = {"pairs": n, "dtype": dtype.str, "meta": meta or {}, "arrays": {}}
     # two passes: the header's own length decides where the arrays start
     for _ in range(2):
         start = _align(len(MAGIC) + 12 + len(json.dumps(header).encode()))
         offset = start
         for name, arr in arrays.items():
-            header["arrays"][name] = {"offset": offset, "length": int(arr.size), "dtype": arr.dtype.str}
-            offset = _align(offset + arr.nbytes)
+            header["arrays"][name] = {"offset": offset, "length": int(len(arr)), "dtype": dtypes[name].str}
+            offset = _align(offset + len(arr) * dtypes[name].itemsize)
     blob = json.dumps(header).encode()
     tmp = path.with_name(f".{path.name}.tmp")
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         with open(tmp, "wb") as f:
             f.write(MAGIC + struct.pack("<IQ", VERSION, len(blob)) + blob)
-            for name, arr in arrays.items():
+            for name, arr in arrays.items():  # in chunks: the arrays may be memory maps larger than RAM
                 f.seek(header["arrays"][name]["offset"])
-                f.write(arr.tobytes())
+                for i in range(0, len(arr), CHUNK):
+                    f.write(np.asarray(arr[i : i + CHUNK], dtype=dtypes[name]).tobytes())
+            f.truncate(_align(offset))
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -85,3 +85,10 @@ def get_dataset(wildcards):
 def target_lang(experiment):
     ds = STUDY.dataset(STUDY.experiment(experiment)["dataset"])
     return ds["tgt"] if ds["task"] == "translation" else "trees"
+
+
+def get_expected_lines(experiment, testset):
+    lines = STUDY.dataset(STUDY.experiment(experiment)["dataset"])["eval_sets"][
+        testset
+    ].get("lines")
+    return f"--expect-lines {lines}" if lines else ""

@@ -49,9 +49,10 @@ rule score:
         "../../envs/score.yaml"
     params:
         task=lambda w: STUDY.experiment(w.experiment)["task"],
+        expect=lambda w: get_expected_lines(w.experiment, w.testset),
         scoring=lambda w: json.dumps(
             {**config["scoring"], **STUDY.dataset(get_dataset(w)).get("scoring", {})}
         ),
     shell:
         "python -m aiayn score --task {params.task} --hyp {input.hyp} --ref {input.ref}"
-        " --scoring {params.scoring:q} --out {output} >> {log} 2>&1"
+        " --scoring {params.scoring:q} {params.expect} --out {output} >> {log} 2>&1"

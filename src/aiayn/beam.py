@@ -1,0 +1,104 @@
+"""Batched beam search (§6.1): beam k, GNMT length penalty, maximum length, early termination.
+
+The search follows tensor2tensor's (the paper's code): each step takes the 2k best extensions of
+the k live hypotheses of every sentence; those ending in EOS join the sentence's finished
+hypotheses with score log P(Y) / lp(Y), lp(Y) = ((5 + |Y|) / 6)^α, |Y| counting the EOS; the k
+best others stay live. A sentence is done when even the worst of its k best finished hypotheses
+scores above what its best live hypothesis could still reach (its log-probability divided by the
+length penalty at the maximum length: log-probabilities only fall), or at the maximum length,
+where EOS is forced. Finished sentences leave the batch, so the work shrinks as they end.
+
+`step(tokens)` gives log-probabilities (rows, V) of the next token for each row's prefix;
+`reorder(rows)` makes row i of the model's state a copy of old row rows[i]. Rows are sentence-
+major: row a·k + j is hypothesis j of active sentence a.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+
+@dataclass
+class Hypothesis:
+    tokens: list[int]  # without BOS and EOS
+    score: float  # log P / length penalty
+    logprob: float
+
+
+def length_penalty(length: int | torch.Tensor, alpha: float):
+    """GNMT lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016)."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def beam_search(
+    step: Callable[[torch.Tensor], torch.Tensor],
+    reorder: Callable[[torch.Tensor], None],
+    *,
+    max_steps: list[int],
+    beam: int,
+    alpha: float,
+    bos: int,
+    eos: int,
+    nbest: int = 1,
+    device: torch.device | str = "cpu",
+) -> list[list[Hypothesis]]:
+    """Search for len(max_steps) sentences whose model state holds len(max_steps) × beam rows.
+
+    max_steps[b]: most tokens sentence b may generate, EOS included. Returns, per sentence, its
+    `nbest` best finished hypotheses, best first.
+    """
+    B, k = len(max_steps), beam
+    active = list(range(B))  # original sentence of each active row block
+    limit = torch.tensor(max_steps, dtype=torch.float32, device=device)  # (A,)
+    scores = torch.full((B, k), float("-inf"), device=device)
+    scores[:, 0] = 0.0  # only one live hypothesis at the start: no duplicates
+    history = torch.empty((B, k, 0), dtype=torch.long, device=device)  # (A, k, t)
+    tokens = torch.full((B * k,), bos, dtype=torch.long, device=device)
+    finished: list[list[Hypothesis]] = [[] for _ in range(B)]
+    t = 0
+    while active:
+        logp = step(tokens).float().view(len(active), k, -1)  # (A, k, V)
+        V = logp.size(-1)
+        last = limit <= t + 1  # (A,) the EOS step of sentences at their maximum length
+        if bool(last.any()):
+            forced = torch.full_like(logp[0, 0], float("-inf"))
+            forced[eos] = 0.0
+            logp[last] = logp[last] + forced
+        top_s, top_i = (scores.unsqueeze(-1) + logp).view(len(active), k * V).topk(min(2 * k, k * V), dim=1)
+        top_beam, top_tok = top_i // V, top_i % V  # (A, 2k)
+        is_eos = top_tok == eos
+        _collect_finished(finished, active, history, top_s, top_beam, is_eos, length_penalty(t + 1, alpha))
+        alive_s, pick = top_s.masked_fill(is_eos, float("-inf")).topk(k, dim=1)  # (A, k), best first
+        alive_beam, alive_tok = top_beam.gather(1, pick), top_tok.gather(1, pick)
+        history = torch.cat([history.gather(1, alive_beam.unsqueeze(-1).expand(-1, -1, t)), alive_tok.unsqueeze(-1)], 2)
+        scores, t = alive_s, t + 1
+        bound = (scores[:, 0] / length_penalty(limit, alpha)).tolist()  # best any live hypothesis can reach
+        keep = [a for a in range(len(active)) if not (last[a] or _settled(finished[active[a]], k, bound[a]))]
+        rows = (torch.arange(len(active), device=device).unsqueeze(1) * k + alive_beam)[keep].view(-1)
+        if keep:
+            reorder(rows)
+        active = [active[a] for a in keep]
+        scores, history, limit = scores[keep], history[keep], limit[keep]
+        tokens = alive_tok[keep].reshape(-1)
+    return [sorted(f, key=lambda h: h.score, reverse=True)[:nbest] for f in finished]
+
+
+def _collect_finished(finished, active, history, top_s, top_beam, is_eos, lp) -> None:
+    ended = (is_eos & torch.isfinite(top_s)).nonzero().tolist()
+    if not ended:
+        return
+    s, b = top_s.tolist(), top_beam.tolist()
+    for a, j in ended:
+        logprob = s[a][j]
+        finished[active[a]].append(Hypothesis(history[a, b[a][j]].tolist(), logprob / lp, logprob))
+
+
+def _settled(done: list[Hypothesis], k: int, live_bound: float) -> bool:
+    """No live hypothesis can still enter this sentence's k best finished ones."""
+    if not done:
+        return live_bound == float("-inf")
+    best = sorted((h.score for h in done), reverse=True)[:k]
+    return best[-1] > live_bound or live_bound == float("-inf")

@@ -1,0 +1,22 @@
+"""`python -m aiayn encode`: aligned text -> the binary corpus the trainer memory-maps."""
+
+from __future__ import annotations
+
+from aiayn.encode import encode_corpus
+
+
+def add_arguments(parser):
+    parser.add_argument("--src", required=True)
+    parser.add_argument("--tgt", required=True)
+    parser.add_argument("--spm-src", required=True)
+    parser.add_argument("--spm-tgt", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--chunk", type=int, default=100_000, help="lines encoded at a time (bounds memory)")
+
+
+def run(args) -> int:
+    stats = encode_corpus(args.src, args.tgt, args.spm_src, args.spm_tgt, args.out, threads=args.threads, chunk=args.chunk)
+    print(f"{args.out}: {stats['pairs']:,} pairs, {stats['src_tokens']:,} + {stats['tgt_tokens']:,} tokens, "
+          f"longest {stats['longest_src']} / {stats['longest_tgt']}")
+    return 0

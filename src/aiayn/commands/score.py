@@ -1,0 +1,42 @@
+"""`python -m aiayn score`: score one decoded test set; writes one JSON.
+
+translation: sacreBLEU (signature), chrF and the paper's tokenized (compound-split) BLEU.
+"""
+
+from __future__ import annotations
+
+import json
+
+from aiayn.commands.translate import read_lines
+from aiayn.config import ConfigError
+from aiayn.errors import UserError
+from aiayn.io import write_json
+from aiayn.score import bleu_scores, check_lines
+
+
+def add_arguments(parser):
+    parser.add_argument("--task", choices=["translation", "parsing"], default="translation")
+    parser.add_argument("--hyp", required=True, help="system output, one line per source line")
+    parser.add_argument("--ref", required=True, help="reference, aligned with --hyp")
+    parser.add_argument("--scoring", default="{}", help='JSON: {"moses_lang": "de", "compound_split": true, "sacrebleu_tokenize": "13a"}')
+    parser.add_argument("--expect-lines", type=int, help="the test set's number of lines (guards against a partial set)")
+    parser.add_argument("--out", required=True, help="scores (JSON)")
+
+
+def run(args) -> int:
+    try:
+        scoring = json.loads(args.scoring)
+    except ValueError as exc:
+        raise ConfigError(f"--scoring is not valid JSON: {exc}") from None
+    hyp, ref = read_lines(args.hyp), read_lines(args.ref)
+    check_lines(hyp, ref, args.hyp, args.ref, args.expect_lines)
+    if args.task == "parsing":
+        raise UserError("parsing is scored with EVALB's rules, which `aiayn score` does not implement yet")
+    scores = bleu_scores(hyp, ref, moses_lang=scoring.get("moses_lang", "en"),
+                         compound_split=bool(scoring.get("compound_split", False)),
+                         sacrebleu_tokenize=scoring.get("sacrebleu_tokenize", "13a"))
+    scores.update(hyp=args.hyp, ref=args.ref)
+    write_json(args.out, scores)
+    print(f"{args.hyp}: tokenized BLEU {scores['tokenized_bleu']['score']:.2f}, "
+          f"sacreBLEU {scores['sacrebleu']['score']:.2f} ({scores['sacrebleu']['signature']}), {scores['lines']} lines")
+    return 0

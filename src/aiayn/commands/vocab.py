@@ -1,0 +1,42 @@
+"""`python -m aiayn vocab`: sentencepiece vocabularies (§5.1: shared 37k BPE EN-DE, 32k EN-FR).
+
+With a shared vocabulary one model is trained on both sides and written under both names
+(three-way weight tying needs one vocabulary); otherwise one model per side.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from aiayn import vocab
+from aiayn.config import ConfigError
+
+
+def add_arguments(parser):
+    parser.add_argument("--vocab", required=True, help='JSON: {"model_type": "bpe", "size": 37000, "shared": true, "input_sentence_size": N}')
+    parser.add_argument("--train-src", required=True)
+    parser.add_argument("--train-tgt", required=True)
+    parser.add_argument("--out-src", required=True)
+    parser.add_argument("--out-tgt", required=True)
+    parser.add_argument("--threads", type=int, default=1)
+
+
+def run(args) -> int:
+    try:
+        settings = {"model_type": "bpe", "size": 37000, "shared": True, "input_sentence_size": 10_000_000,
+                    **json.loads(args.vocab)}
+    except ValueError as exc:
+        raise ConfigError(f"--vocab is not valid JSON: {exc}") from None
+    common = dict(model_type=settings["model_type"], size=settings["size"],
+                  input_sentence_size=settings["input_sentence_size"], threads=args.threads)
+    if settings["shared"]:
+        vocab.train([args.train_src, args.train_tgt], args.out_src, **common)
+        shutil.copyfile(args.out_src, args.out_tgt + ".tmp")
+        shutil.move(args.out_tgt + ".tmp", args.out_tgt)
+    else:
+        vocab.train([args.train_src], args.out_src, **common)
+        vocab.train([args.train_tgt], args.out_tgt, **common)
+    for side, path in (("source", args.out_src), ("target", args.out_tgt)):
+        print(f"{side} vocabulary: {vocab.load(path).GetPieceSize()} pieces -> {path}")
+    return 0

@@ -1,0 +1,59 @@
+"""BLEU both ways the field reports it ("BLEU as the paper measured it" in paper.md).
+
+- sacreBLEU on detokenized text (13a, mixed case), with its signature, and chrF;
+- the paper-comparable tokenized BLEU of tensor2tensor: Moses tokenization of hypothesis and
+  reference, for EN-DE every intra-word hyphen rewritten as ' ##AT##-##AT## ' (one pass, as the
+  perl one-liner does), then BLEU on the tokens (sacreBLEU with tokenize="none").
+"""
+
+from __future__ import annotations
+
+import re
+
+import sacrebleu
+from sacremoses import MosesTokenizer
+
+from aiayn.errors import UserError
+
+COMPOUND = re.compile(r"(\S)-(\S)")
+
+
+def compound_split(line: str) -> str:
+    """t2t's get_ende_bleu.sh: perl -ple 's{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g'."""
+    return COMPOUND.sub(r"\1 ##AT##-##AT## \2", line)
+
+
+def paper_tokenize(lines: list[str], lang: str, split_compounds: bool) -> list[str]:
+    """Moses `tokenizer.perl -l LANG` (with its default escaping), then the compound split if asked."""
+    tok = MosesTokenizer(lang=lang)
+    out = [tok.tokenize(line, return_str=True, escape=True) for line in lines]
+    return [compound_split(line) for line in out] if split_compounds else out
+
+
+def check_lines(hyp: list[str], ref: list[str], hyp_name: str, ref_name: str, expect: int | None) -> None:
+    if len(hyp) != len(ref):
+        raise UserError(f"{hyp_name} has {len(hyp)} lines but {ref_name} has {len(ref)}; they must align line by line")
+    if expect is not None and len(ref) != expect:
+        raise UserError(f"{ref_name} has {len(ref)} lines, the test set has {expect} (a filtered or partial set?)")
+
+
+def bleu_scores(hyp: list[str], ref: list[str], *, moses_lang: str, compound_split: bool,
+                sacrebleu_tokenize: str = "13a") -> dict:
+    """Both BLEU protocols and chrF for aligned hypothesis and reference lines."""
+    bleu = sacrebleu.metrics.BLEU(tokenize=sacrebleu_tokenize)
+    detok = bleu.corpus_score(hyp, [ref])
+    chrf = sacrebleu.metrics.CHRF()
+    chrf_score = chrf.corpus_score(hyp, [ref])
+    tok_bleu = sacrebleu.metrics.BLEU(tokenize="none", force=True)
+    tokenized = tok_bleu.corpus_score(
+        paper_tokenize(hyp, moses_lang, compound_split), [paper_tokenize(ref, moses_lang, compound_split)]
+    )
+    return {
+        "lines": len(hyp),
+        "sacrebleu": {"score": detok.score, "signature": str(bleu.get_signature()), "bp": detok.bp,
+                      "hyp_len": detok.sys_len, "ref_len": detok.ref_len, "precisions": detok.precisions},
+        "chrf": {"score": chrf_score.score, "signature": str(chrf.get_signature())},
+        "tokenized_bleu": {"score": tokenized.score, "moses_lang": moses_lang, "compound_split": compound_split,
+                           "bp": tokenized.bp, "hyp_len": tokenized.sys_len, "ref_len": tokenized.ref_len,
+                           "precisions": tokenized.precisions},
+    }
