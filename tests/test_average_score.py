@@ -94,9 +94,9 @@ def newstest2014_de():
 
 def test_real_reference_against_itself_scores_100_and_counts_the_paper_tokens(tmp_path):
     path = newstest2014_de()
-    from aiayn.commands.translate import read_lines
+    from aiayn.corpus import read_lines
 
-    ref = read_lines(str(path))
+    ref = list(read_lines(path))
     assert len(ref) == 3003  # the full newstest2014, not the 2737-line filtered one
     scores = bleu_scores(ref, ref, moses_lang="de", compound_split=True)
     assert scores["sacrebleu"]["score"] == pytest.approx(100) and scores["tokenized_bleu"]["score"] == pytest.approx(100)
@@ -106,9 +106,9 @@ def test_real_reference_against_itself_scores_100_and_counts_the_paper_tokens(tm
 
 def test_sacrebleu_equals_its_command_line(tmp_path):
     ref = newstest2014_de()
-    from aiayn.commands.translate import read_lines
+    from aiayn.corpus import read_lines
 
-    lines = read_lines(str(ref))
+    lines = list(read_lines(ref))
     hyp = [" ".join(line.split()[::-1]) if i % 3 == 0 else line.lower() for i, line in enumerate(lines)]  # degraded output
     (tmp_path / "hyp.de").write_text("".join(h + "\n" for h in hyp), encoding="utf-8")
     cli = subprocess.run([sys.executable, "-m", "sacrebleu", str(ref), "-i", str(tmp_path / "hyp.de"), "-m", "bleu", "chrf", "-b", "-w", "6"],

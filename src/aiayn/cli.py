@@ -16,12 +16,19 @@ from aiayn.errors import UserError
 # so a step's environment needs only the packages of its own command.
 COMMANDS = {
     "resolve": ("aiayn.commands.resolve", "write the resolved settings of one experiment"),
+    "download": ("aiayn.commands.download", "download one archive, resuming and checking its sha256"),
+    "generate": ("aiayn.commands.generate", "generate the offline demo's archives"),
+    "prepare": ("aiayn.commands.prepare", "assemble and clean a dataset's training corpora"),
+    "prepare-eval": ("aiayn.commands.prepare_eval", "extract one dev/test set"),
+    "prepare-treebank": ("aiayn.commands.prepare_treebank", "one WSJ split as words and linearized trees"),
     "vocab": ("aiayn.commands.vocab", "train the sentencepiece vocabularies of a dataset"),
     "encode": ("aiayn.commands.encode", "encode aligned text into the binary training format"),
     "train": ("aiayn.commands.train", "train one experiment; resumes from its newest checkpoint"),
     "average": ("aiayn.commands.average", "average the last K checkpoints of a run"),
     "translate": ("aiayn.commands.translate", "decode a source file with beam search"),
     "score": ("aiayn.commands.score", "score a decoded test set (both BLEU protocols)"),
+    "tables": ("aiayn.commands.tables", "write Table 2, 3 or 4 beside the paper's numbers"),
+    "evalb": ("aiayn.commands.evalb", "EVALB (COLLINS.prm) of parsed trees against gold trees"),
     "params": ("aiayn.commands.params", "count the parameters of every experiment's model beside the paper's"),
 }
 

@@ -80,6 +80,9 @@ def load(path: str | Path) -> dict:
 def check(config: dict) -> None:
     """Cross-references the schema cannot express; raise ConfigError naming the key."""
     archives = config.get("archives", {})
+    for name, archive in archives.items():
+        if not archive.get("generate") and not (archive.get("url") and archive.get("sha256")):
+            raise ConfigError(f"archives.{name}: needs url and sha256 (or generate)")
     datasets = config.get("datasets", {})
     presets = config.get("presets", {})
     for name, ds in datasets.items():
@@ -122,6 +125,8 @@ def _check_dataset(name: str, ds: dict, archives: dict) -> None:
             if member["archive"] not in archives:
                 raise ConfigError(f"{where}.{key}: unknown archive {member['archive']!r}; define it under `archives`")
     else:
+        if ds.get("treebank_archive") and ds["treebank_archive"] not in archives:
+            raise ConfigError(f"{where}.treebank_archive: unknown archive {ds['treebank_archive']!r}")
         for set_name, es in ds["eval_sets"].items():
             if not es.get("sections"):
                 raise ConfigError(f"{where}.eval_sets.{set_name}: a parsing eval set needs `sections`")

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 
 from aiayn.config import ConfigError
+from aiayn.layout import archive_filename
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,20 @@ class Study:
                     plan.setdefault((name, testset), Evaluation(name, testset, model))
         return list(plan.values())
 
+    def table_spec(self, table: int) -> list[dict]:
+        """What the tables command needs to know of each experiment of `table` (and nothing that would
+        make a table rebuild when, say, a decoding setting of another table changes)."""
+        out = []
+        for ev in self.evaluations(table):
+            exp = self.experiment(ev.experiment)
+            out.append({
+                "name": ev.experiment, "row": exp["row"], "dataset": exp["dataset"], "testset": ev.testset,
+                "model": exp["model"], "eps_ls": exp["train"]["eps_ls"], "steps": exp["train"]["steps"],
+                "average": exp["average"] if ev.model == "average" else 1, "paper": exp["paper"],
+                "scoring": self.dataset(exp["dataset"]).get("scoring", {}),
+            })
+        return out
+
     def model_for(self, experiment: str, testset: str) -> str:
         """Which model of `experiment` decodes `testset`: "average" or "last"."""
         for ev in self.evaluations():
@@ -129,12 +144,18 @@ class Study:
         return list(dict.fromkeys(m["archive"] for m in members))
 
     def archives(self) -> list[str]:
-        """Every archive some translation dataset of the study needs."""
+        """Every archive some dataset of the study needs."""
         names: list[str] = []
         for ds in self.datasets("translation"):
             for part in ["train", *self.dataset(ds)["eval_sets"]]:
                 names += self.archives_for(ds, part)
+        names += [self.dataset(ds)["treebank_archive"] for ds in self.datasets("parsing") if self.dataset(ds).get("treebank_archive")]
         return list(dict.fromkeys(names))
+
+    def archive_file(self, name: str) -> str:
+        """The file an archive is stored under in downloads/: its URL's last part, or <name>.tar.gz if generated."""
+        archive = self.config["archives"][name]
+        return f"{name}.tar.gz" if archive.get("generate") else archive_filename(archive["url"])
 
 
 def gradient_accumulation(tokens_per_update: int, max_tokens: int, world_size: int) -> int:

@@ -18,7 +18,7 @@ from snakemake.exceptions import WorkflowError
 
 from aiayn.config import ConfigError, validate
 from aiayn.launch import launcher
-from aiayn.layout import Layout, archive_filename, mirrored
+from aiayn.layout import Layout, mirrored
 from aiayn.study import Study
 
 try:
@@ -29,8 +29,9 @@ except ConfigError as exc:
 
 LAYOUT = Layout(config["results"])
 TABLES = sorted({t for e in STUDY.experiments.values() for t in e["tables"]})
-ARCHIVE_FILES = {
-    archive_filename(config["archives"][a]["url"]): a for a in STUDY.archives()
+ARCHIVE_FILES = {STUDY.archive_file(a): a for a in STUDY.archives()}
+GENERATED = {
+    f for f, a in ARCHIVE_FILES.items() if config["archives"][a].get("generate")
 }
 
 
@@ -47,18 +48,22 @@ def _eval_sets(task):
 wildcard_constraints:
     experiment=_alternatives(STUDY.experiments),
     dataset=_alternatives(STUDY.datasets()),
-    archive_file=_alternatives(ARCHIVE_FILES),
 
 
 def get_archive(wildcards):
     return config["archives"][ARCHIVE_FILES[wildcards.archive_file]]
 
 
-def get_archive_files(dataset, part):
-    return [
-        LAYOUT.download(archive_filename(config["archives"][a]["url"]))
+def get_archive_map(dataset, part):
+    """{archive name: downloaded file} of what `part` ("train" or an eval set) of `dataset` needs."""
+    return {
+        a: LAYOUT.download(STUDY.archive_file(a))
         for a in STUDY.archives_for(dataset, part)
-    ]
+    }
+
+
+def get_archive_files(dataset, part):
+    return list(get_archive_map(dataset, part).values())
 
 
 def get_data_targets():
@@ -92,3 +97,26 @@ def get_expected_lines(experiment, testset):
         testset
     ].get("lines")
     return f"--expect-lines {lines}" if lines else ""
+
+
+def get_reference_side(experiment):
+    """Translations are scored against the target text, parses against the gold trees."""
+    return "tgt" if STUDY.experiment(experiment)["task"] == "translation" else "gold"
+
+
+def treebank_settings(dataset):
+    """What preparing a parsing dataset depends on (its vocabulary is not part of it)."""
+    keys = (
+        "treebank",
+        "treebank_archive",
+        "train_sections",
+        "eval_sets",
+        "extra_corpora",
+        "pos_tags",
+    )
+    return {k: STUDY.dataset(dataset).get(k) for k in keys}
+
+
+def get_treebank_archive(wildcards):
+    name = STUDY.dataset(wildcards.dataset).get("treebank_archive")
+    return [LAYOUT.download(STUDY.archive_file(name))] if name else []

@@ -1,6 +1,7 @@
 # WMT14 (§5.1): download -> extract, assemble, clean -> sentencepiece vocabulary -> encode.
 localrules:
     download,
+    generate_archive,
 
 
 rule download:
@@ -8,6 +9,9 @@ rule download:
         LAYOUT.download("{archive_file}"),
     log:
         LAYOUT.log("download", "{archive_file}"),
+    wildcard_constraints:
+        archive_file=_alternatives(set(ARCHIVE_FILES) - GENERATED),
+    retries: 2
     conda:
         "../../envs/data.yaml"
     params:
@@ -15,6 +19,24 @@ rule download:
         sha256=lambda w: get_archive(w)["sha256"],
     shell:
         "python -m aiayn download --url {params.url:q} --sha256 {params.sha256} --out {output} >> {log} 2>&1"
+
+
+# The offline demo's archives (archives.<name>.generate): made, not downloaded; the rest is unchanged.
+rule generate_archive:
+    output:
+        LAYOUT.download("{archive_file}"),
+    log:
+        LAYOUT.log("generate_archive", "{archive_file}"),
+    wildcard_constraints:
+        archive_file=_alternatives(GENERATED),
+    conda:
+        "../../envs/data.yaml"
+    params:
+        spec=lambda w: json.dumps(
+            config["archives"][ARCHIVE_FILES[w.archive_file]]["generate"]
+        ),
+    shell:
+        "python -m aiayn generate --spec {params.spec:q} --out {output} >> {log} 2>&1"
 
 
 rule prepare_train:
@@ -33,12 +55,12 @@ rule prepare_train:
     conda:
         "../../envs/data.yaml"
     params:
-        dataset=lambda w: json.dumps(STUDY.dataset(w.dataset)),
+        corpora=lambda w: json.dumps(STUDY.dataset(w.dataset)["train"]),
+        archives=lambda w: json.dumps(get_archive_map(w.dataset, "train")),
         cleaning=json.dumps(config["cleaning"]),
-        downloads=LAYOUT.download(""),
     shell:
-        "python -m aiayn prepare --dataset {params.dataset:q} --cleaning {params.cleaning:q}"
-        " --downloads {params.downloads} --src {output.src} --tgt {output.tgt} --report {output.report}"
+        "python -m aiayn prepare --corpora {params.corpora:q} --cleaning {params.cleaning:q}"
+        " --archives {params.archives:q} --src {output.src} --tgt {output.tgt} --report {output.report}"
         " >> {log} 2>&1"
 
 
@@ -56,11 +78,10 @@ rule prepare_eval:
     conda:
         "../../envs/data.yaml"
     params:
-        dataset=lambda w: json.dumps(STUDY.dataset(w.dataset)),
-        downloads=LAYOUT.download(""),
+        spec=lambda w: json.dumps(STUDY.dataset(w.dataset)["eval_sets"][w.evalset]),
     shell:
-        "python -m aiayn prepare-eval --dataset {params.dataset:q} --evalset {wildcards.evalset}"
-        " --downloads {params.downloads} --src {output.src} --tgt {output.tgt} >> {log} 2>&1"
+        "python -m aiayn prepare-eval --spec {params.spec:q} --name {wildcards.evalset}"
+        " --archive {input.archives[0]} --src {output.src} --tgt {output.tgt} >> {log} 2>&1"
 
 
 rule train_vocab:

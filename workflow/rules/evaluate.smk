@@ -38,7 +38,9 @@ rule score:
         hyp=lambda w: LAYOUT.translation(
             w.experiment, w.testset, target_lang(w.experiment)
         ),
-        ref=lambda w: LAYOUT.text(get_dataset(w), w.testset, "tgt"),
+        ref=lambda w: LAYOUT.text(
+            get_dataset(w), w.testset, get_reference_side(w.experiment)
+        ),
     output:
         LAYOUT.score("{experiment}", "{testset}"),
     log:

@@ -3,9 +3,12 @@
 
 
 rule prepare_treebank:
+    input:
+        archive=get_treebank_archive,
     output:
         src=LAYOUT.text("{dataset}", "{split}", "src"),
         tgt=LAYOUT.text("{dataset}", "{split}", "tgt"),
+        gold=LAYOUT.text("{dataset}", "{split}", "gold"),
     log:
         LAYOUT.log("prepare_treebank", "{dataset}.{split}"),
     wildcard_constraints:
@@ -14,7 +17,8 @@ rule prepare_treebank:
     conda:
         "../../envs/data.yaml"
     params:
-        dataset=lambda w: json.dumps(STUDY.dataset(w.dataset)),
+        dataset=lambda w: json.dumps(treebank_settings(w.dataset)),
     shell:
         "python -m aiayn prepare-treebank --dataset {params.dataset:q} --split {wildcards.split}"
-        " --src {output.src} --tgt {output.tgt} >> {log} 2>&1"
+        " --src {output.src} --tgt {output.tgt} --gold {output.gold} --treebank-archive '{input.archive}'"
+        " >> {log} 2>&1"

@@ -19,6 +19,12 @@ rule table:
         "../../envs/report.yaml"
     params:
         results=lambda w, output: os.path.dirname(os.path.dirname(output.md)),
+        experiments=lambda w: json.dumps(STUDY.table_spec(int(w.n))),
+        bootstrap=lambda w: (
+            config["scoring"]["bootstrap_resamples"] if w.n == "3" else 0
+        ),
+        baselines="--baselines" if config["baselines"] else "",
     shell:
         "python -m aiayn tables --table {wildcards.n} --results {params.results}"
+        " --experiments {params.experiments:q} --bootstrap {params.bootstrap} {params.baselines}"
         " --out-md {output.md} --out-csv {output.csv} >> {log} 2>&1"

@@ -1,15 +1,16 @@
 """`python -m aiayn score`: score one decoded test set; writes one JSON.
 
 translation: sacreBLEU (signature), chrF and the paper's tokenized (compound-split) BLEU.
+parsing: EVALB (COLLINS.prm) of the restored parses against the gold trees (--ref: <set>.gold).
 """
 
 from __future__ import annotations
 
 import json
 
-from aiayn.commands.translate import read_lines
+from aiayn.corpus import read_lines
 from aiayn.config import ConfigError
-from aiayn.errors import UserError
+from aiayn.parsing import score_parses
 from aiayn.io import write_json
 from aiayn.score import bleu_scores, check_lines
 
@@ -28,10 +29,16 @@ def run(args) -> int:
         scoring = json.loads(args.scoring)
     except ValueError as exc:
         raise ConfigError(f"--scoring is not valid JSON: {exc}") from None
-    hyp, ref = read_lines(args.hyp), read_lines(args.ref)
+    hyp, ref = list(read_lines(args.hyp)), list(read_lines(args.ref))
     check_lines(hyp, ref, args.hyp, args.ref, args.expect_lines)
     if args.task == "parsing":
-        raise UserError("parsing is scored with EVALB's rules, which `aiayn score` does not implement yet")
+        scores = score_parses(hyp, ref)
+        scores.update(hyp=args.hyp, ref=args.ref, lines=len(hyp))
+        write_json(args.out, scores)
+        s = scores["all"]
+        print(f"{args.hyp}: EVALB F1 {s['f1']:.2f} (P {s['precision']:.2f}, R {s['recall']:.2f}), "
+              f"{s['error_sentences']} error sentence(s)")
+        return 0
     scores = bleu_scores(hyp, ref, moses_lang=scoring.get("moses_lang", "en"),
                          compound_split=bool(scoring.get("compound_split", False)),
                          sacrebleu_tokenize=scoring.get("sacrebleu_tokenize", "13a"))

@@ -9,6 +9,7 @@ import torch
 from aiayn import checkpoint as ckpt
 from aiayn import vocab
 from aiayn.config import ConfigError
+from aiayn.corpus import read_lines
 from aiayn.io import atomic_write_text
 from aiayn.translate import translate
 
@@ -26,14 +27,6 @@ def add_arguments(parser):
     parser.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
 
 
-def read_lines(path: str) -> list[str]:
-    """Lines split on "\\n" only: some WMT files hold U+0085, which str.splitlines() would split on."""
-    with open(path, encoding="utf-8", newline="\n") as f:
-        text = f.read()
-    lines = text.split("\n")
-    return lines[:-1] if text.endswith("\n") else lines
-
-
 def run(args) -> int:
     try:
         settings = {"beam": 4, "alpha": 0.6, "max_len_a": 1.0, "max_len_b": 50, **json.loads(args.decode)}
@@ -43,7 +36,7 @@ def run(args) -> int:
                           ("cpu" if args.device == "auto" else args.device))
     model = ckpt.rebuild(ckpt.load(args.model), device=device)
     sp_src, sp_tgt = vocab.load(args.spm_src), vocab.load(args.spm_tgt)
-    lines = read_lines(args.input)
+    lines = list(read_lines(args.input))
     src = vocab.encode(sp_src, lines)
     every = max(1, len(src) // 10)
 

@@ -1,0 +1,20 @@
+"""`python -m aiayn download`: fetch one archive, resume and retry, verify its sha256."""
+
+from __future__ import annotations
+
+from aiayn.download import download
+
+
+def add_arguments(parser):
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--sha256", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--retries", type=int, default=5)
+    parser.add_argument("--wait", type=float, default=10.0, help="seconds between attempts")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds without data before an attempt fails")
+
+
+def run(args) -> int:
+    download(args.url, args.out, args.sha256, retries=args.retries, wait=args.wait, timeout=args.timeout,
+             log=lambda m: print(m, flush=True))
+    return 0

@@ -1,0 +1,51 @@
+"""`python -m aiayn tables`: the paper's Table 2, 3 or 4 with our numbers, as Markdown and CSV.
+
+Built from whatever has finished: runs without scores show as pending with their progress.
+From the DAG (`snakemake table2`) it waits for every run of the table; by hand,
+`python -m aiayn tables --config config.yaml --table 2` writes the partial table now.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from aiayn import config as cfg
+from aiayn.commands.prepare import load_json
+from aiayn.errors import UserError
+from aiayn.io import atomic_write_text
+from aiayn.study import Study
+from aiayn.tables import build, markdown_document, to_csv
+
+
+def add_arguments(parser):
+    parser.add_argument("--table", type=int, choices=[2, 3, 4], required=True)
+    parser.add_argument("--experiments", help="JSON list of the table's experiments (what the rule passes)")
+    parser.add_argument("--config", help="or: the study config, to build the table from whatever has finished")
+    parser.add_argument("--results", help="results folder (default: the config's `results`)")
+    parser.add_argument("--bootstrap", type=int, default=0, help="paired bootstrap samples for Table 3 p-values (0: none)")
+    parser.add_argument("--baselines", action="store_true", help="add copy / word-by-word / right-branching baselines")
+    parser.add_argument("--out-md")
+    parser.add_argument("--out-csv")
+
+
+def run(args) -> int:
+    if args.experiments:
+        experiments = load_json(args.experiments, "--experiments")
+        results = Path(args.results or "results")
+    elif args.config:
+        config = cfg.load(args.config)
+        experiments = Study(config).table_spec(args.table)
+        results = Path(args.results or config["results"])
+        args.baselines = args.baselines or config["baselines"]
+    else:
+        raise UserError("give --experiments (JSON) or --config (the study config)")
+    rows = build(args.table, results, experiments, args.bootstrap, args.baselines)
+    md = Path(args.out_md or results / "tables" / f"table{args.table}.md")
+    csv = Path(args.out_csv or md.with_suffix(".csv"))
+    atomic_write_text(md, markdown_document(args.table, rows))
+    atomic_write_text(csv, to_csv(rows))
+    names = {e["name"] for e in experiments}
+    done = sum(r["status"] == "done" for r in rows if r.get("experiment") in names)
+    print(f"table {args.table}: {done}/{len(experiments)} experiments done -> {md}, {csv}")
+    return 0

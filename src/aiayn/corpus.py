@@ -1,0 +1,191 @@
+"""From verified archives to aligned, cleaned text: extraction, SGML test sets, assembly, cleaning (§5.1).
+
+- Members are taken out of an archive in one streaming pass; every member goes through tarfile's
+  `data` filter first, so an archive with a member escaping the target folder (`../x`, an
+  absolute path, a link outside) is refused whole.
+- Lines are split on "\\n" only: some WMT files hold U+0085 (NEL) inside a line, which
+  `str.splitlines()` would split on, breaking the alignment. NEL, U+2028 and U+2029 inside a line
+  become spaces (counted in the report).
+- Invalid UTF-8 and sides of different length stop with the file and line named.
+- Cleaning as the WMT recipes do (clean-corpus-n): empty sides, too long, too unequal in length.
+"""
+
+from __future__ import annotations
+
+import gzip
+import html
+import io
+import json
+import os
+import re
+import tarfile
+import tempfile
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Iterator
+
+from aiayn.errors import UserError
+
+SEPARATORS = re.compile("[\u0085\u2028\u2029]")
+SEG = re.compile(r"<seg[^>]*>(.*?)</seg>", re.IGNORECASE | re.DOTALL)
+
+
+# -- archives -----------------------------------------------------------------------------------
+def extract_members(archive: str | os.PathLike, names: set[str], dest: str | os.PathLike) -> dict[str, Path]:
+    """Extract the members `names` of a tar archive into `dest`; return name -> extracted path.
+
+    Every member is checked by tarfile's `data` filter, whether wanted or not."""
+    dest = Path(dest)
+    found: dict[str, Path] = {}
+    try:
+        with tarfile.open(archive, "r|*") as tar:
+            for member in tar:
+                try:
+                    checked = tarfile.data_filter(member, str(dest))
+                except tarfile.FilterError as exc:
+                    raise UserError(f"{archive}: refusing the archive, member {member.name!r} is unsafe ({exc})") from None
+                if member.name in names and checked is not None and checked.isfile():
+                    tar.extract(checked, dest, filter="data")
+                    found[member.name] = dest / checked.name
+    except (tarfile.TarError, EOFError, gzip.BadGzipFile, OSError) as exc:
+        if isinstance(exc, UserError):
+            raise
+        raise UserError(f"{archive}: not a readable archive ({exc}); delete it and download again") from None
+    missing = sorted(names - found.keys())
+    if missing:
+        raise UserError(f"{archive}: has no member {', '.join(missing)}; check the member paths in config.yaml")
+    return found
+
+
+# -- reading --------------------------------------------------------------------------------------
+def open_text(path: str | os.PathLike) -> io.BufferedReader:
+    path = str(path)
+    return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+
+
+def read_lines(path: str | os.PathLike, label: str | None = None) -> Iterator[str]:
+    """Lines of a (possibly gzipped) UTF-8 file, split on "\\n" only, without the line end."""
+    label = label or str(path)
+    with open_text(path) as f:
+        for number, raw in enumerate(f, start=1):  # binary iteration splits on b"\n" only
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise UserError(f"{label}, line {number}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
+            yield line.rstrip("\n").rstrip("\r")
+
+
+def sgml_segments(path: str | os.PathLike, label: str | None = None) -> list[str]:
+    """The <seg> texts of a WMT SGML file in document order, entities decoded, runs of spaces collapsed."""
+    text = "\n".join(read_lines(path, label))
+    return [re.sub(" +", " ", html.unescape(seg).strip()) for seg in SEG.findall(text)]
+
+
+def read_side(path: str | os.PathLike, label: str) -> Iterator[str]:
+    if str(label).endswith(".sgm") or str(label).endswith(".sgm.gz"):
+        yield from sgml_segments(path, label)
+    else:
+        yield from read_lines(path, label)
+
+
+def aligned(src: Path, tgt: Path, src_label: str, tgt_label: str) -> Iterator[tuple[str, str]]:
+    """Pairs of lines; stops with a clear error if one side ends first."""
+    a_iter, b_iter = read_side(src, src_label), read_side(tgt, tgt_label)
+    number = 0
+    for number, a in enumerate(a_iter, start=1):
+        b = next(b_iter, None)
+        if b is None:
+            raise UserError(f"{tgt_label} ends at line {number - 1} but {src_label} goes on: the sides are misaligned")
+        yield a, b
+    if next(b_iter, None) is not None:
+        raise UserError(f"{src_label} ends at line {number} but {tgt_label} goes on: the sides are misaligned")
+
+
+# -- cleaning ---------------------------------------------------------------------------------------
+def keep_reason(src: str, tgt: str, *, min_len: int, max_len: int, max_ratio: float) -> str | None:
+    """Why a pair is dropped (None: kept), as clean-corpus-n.perl decides, on whitespace tokens."""
+    ls, lt = len(src.split()), len(tgt.split())
+    if ls == 0 or lt == 0:
+        return "empty"
+    if ls < min_len or lt < min_len:
+        return "too_short"
+    if ls > max_len or lt > max_len:
+        return "too_long"
+    if max(ls, lt) / min(ls, lt) > max_ratio:
+        return "ratio"
+    return None
+
+
+def normalize(line: str) -> tuple[str, int]:
+    """The line with NEL / LS / PS made spaces and outer whitespace stripped, and how many there were."""
+    fixed, count = SEPARATORS.subn(" ", line)
+    return fixed.strip(), count
+
+
+class AtomicPair:
+    """Two output files written under temporary names and renamed only when both are complete."""
+
+    def __init__(self, src: str | os.PathLike, tgt: str | os.PathLike):
+        self.final = [Path(src), Path(tgt)]
+        self.tmp = [p.with_name(f".{p.name}.tmp") for p in self.final]
+
+    def __enter__(self):
+        for p in self.final:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        self.files = [open(p, "w", encoding="utf-8", newline="\n") for p in self.tmp]
+        return self.files
+
+    def __exit__(self, kind, value, tb):
+        for f in self.files:
+            f.close()
+        if kind is None:
+            for tmp, final in zip(self.tmp, self.final):
+                os.replace(tmp, final)
+        else:
+            for tmp in self.tmp:
+                tmp.unlink(missing_ok=True)
+        return False
+
+
+def prepare_train(corpora: list[dict], archives: dict[str, str], cleaning: dict, out_src, out_tgt, report_path) -> dict:
+    """Concatenate training corpora (archive + member per side), aligned and cleaned; write the report; return it."""
+    report = {"corpora": [], "kept": 0, "removed": {"empty": 0, "too_short": 0, "too_long": 0, "ratio": 0}, "separators_replaced": 0}
+    with AtomicPair(out_src, out_tgt) as (fs, ft), tempfile.TemporaryDirectory(dir=Path(out_src).parent, prefix=".extract.") as tmp:
+        for member in corpora:
+            files = extract_members(archives[member["archive"]], {member["src"], member["tgt"]}, Path(tmp) / member["archive"])
+            labels = [f"{archives[member['archive']]}:{member[s]}" for s in ("src", "tgt")]
+            stats = {"archive": member["archive"], "src": member["src"], "tgt": member["tgt"], "pairs": 0, "kept": 0}
+            for a, b in aligned(files[member["src"]], files[member["tgt"]], *labels):
+                stats["pairs"] += 1
+                (a, fixed_a), (b, fixed_b) = normalize(a), normalize(b)
+                report["separators_replaced"] += fixed_a + fixed_b
+                reason = keep_reason(a, b, **cleaning)
+                if reason:
+                    report["removed"][reason] += 1
+                    continue
+                fs.write(a + "\n")
+                ft.write(b + "\n")
+                stats["kept"] += 1
+            for path in files.values():
+                path.unlink()
+            report["corpora"].append(stats)
+            report["kept"] += stats["kept"]
+    if report["kept"] == 0:
+        raise UserError(f"no training pair of {', '.join(m['archive'] for m in corpora)} survived cleaning")
+    Path(report_path).write_text(json.dumps(report, indent=2) + "\n")
+    return report
+
+
+def prepare_eval(spec: dict, name: str, archive: str, out_src, out_tgt) -> int:
+    """Write one dev/test set (members `spec["src"]`, `spec["tgt"]`) as aligned text; check its number of lines."""
+    with tempfile.TemporaryDirectory(dir=Path(out_src).parent, prefix=".extract.") as tmp:
+        files = extract_members(archive, {spec["src"], spec["tgt"]}, tmp)
+        pairs = list(aligned(files[spec["src"]], files[spec["tgt"]], f"{archive}:{spec['src']}", f"{archive}:{spec['tgt']}"))
+    if spec.get("lines") and len(pairs) != spec["lines"]:
+        raise UserError(f"{archive}:{spec['src']} has {len(pairs)} segments, {name} has {spec['lines']} "
+                        "(the wrong version of the test set?)")
+    with AtomicPair(out_src, out_tgt) as (fs, ft):
+        for a, b in pairs:
+            fs.write(normalize(a)[0] + "\n")
+            ft.write(normalize(b)[0] + "\n")
+    return len(pairs)

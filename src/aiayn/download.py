@@ -1,0 +1,88 @@
+"""Downloads that can be trusted: resumed after interruptions, retried, checksum-verified before use.
+
+The file grows under `<out>.part` (a later attempt resumes it with an HTTP Range request) and is
+renamed to `<out>` only once its sha256 matches the configured one; a mismatch removes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import os
+import shutil
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from aiayn.errors import UserError
+
+BLOCK = 1 << 20
+
+
+class Incomplete(IOError):
+    """The server sent fewer bytes than it announced."""
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(BLOCK), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def fetch(url: str, part: Path, timeout: float) -> None:
+    """Append the rest of `url` to `part` (all of it if the server ignores the range)."""
+    have = part.stat().st_size if part.exists() else 0
+    request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
+    try:
+        response = urllib.request.urlopen(request, timeout=timeout)
+    except urllib.error.HTTPError as exc:
+        if exc.code == 416 and have:  # nothing left to fetch: the part file is complete
+            return
+        raise
+    with response:
+        status = getattr(response, "status", 200)
+        resumed = have and status == 206
+        expected = response.headers.get("Content-Length")
+        got = 0
+        with open(part, "ab" if resumed else "wb") as f:
+            for block in iter(lambda: response.read(BLOCK), b""):
+                f.write(block)
+                got += len(block)
+        if expected is not None and got < int(expected):
+            raise Incomplete(f"got {got} of {expected} bytes")
+
+
+def download(url: str, out: str | os.PathLike, sha256: str, *, retries: int = 5, wait: float = 10.0,
+             timeout: float = 60.0, log=print) -> None:
+    """Fetch `url` to `out`, resuming and retrying; verify `sha256` before renaming into place."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    part = out.with_name(out.name + ".part")
+    if url.startswith("file://") or "://" not in url:
+        source = urllib.request.url2pathname(url[len("file://"):]) if url.startswith("file://") else url
+        if not Path(source).is_file():
+            raise UserError(f"{source}: not found (from the mirror setting); check `mirror` in config.yaml")
+        shutil.copyfile(source, part)
+    else:
+        for attempt in range(1, retries + 2):
+            try:
+                fetch(url, part, timeout)
+                break
+            except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+                if isinstance(exc, urllib.error.HTTPError) and exc.code in (403, 404, 410):
+                    raise UserError(f"{url}: HTTP {exc.code} {exc.reason}; check the URL (or `mirror`) in config.yaml") from None
+                if attempt > retries:
+                    raise UserError(f"{url}: download failed after {attempt} attempts ({exc}); "
+                                    f"run again to resume from {part}") from None
+                log(f"{url}: attempt {attempt} failed ({exc}); resuming in {wait:g} s")
+                time.sleep(wait)
+    digest = file_sha256(part)
+    if digest != sha256:
+        part.unlink()
+        raise UserError(f"{url}: sha256 is {digest}, config.yaml expects {sha256}; the download was removed "
+                        "(a changed or corrupt file, or the wrong mirror)")
+    os.replace(part, out)
+    log(f"{url}: {out.stat().st_size:,} bytes, sha256 verified -> {out}")

@@ -1,0 +1,250 @@
+"""EVALB (Sekine & Collins 1997) with the COLLINS.prm conventions, reimplemented rule for rule.
+
+What EVALB does, and so do we:
+- a preterminal whose label is in DELETE_LABEL (TOP, -NONE-, and the punctuation tags , : `` '' .)
+  is dropped with its word: it counts neither for lengths nor for bracket spans;
+- brackets spanning no word after that are dropped; a bracket's label is cut at its first "-"
+  or "=" before it is compared; brackets whose label is in DELETE_LABEL (TOP) are dropped;
+- labels in an EQ_LABEL pair (ADVP = PRT) are equal;
+- gold and test brackets are matched one to one (each test bracket at most once), so duplicate
+  brackets of unary chains count as often as they occur;
+- a sentence whose gold and test word counts differ ("Length unmatch") or whose words differ
+  ("Words unmatch") is an error sentence and leaves the totals; an empty test parse is skipped.
+Differences: EVALB aborts after MAX_ERROR (10) error sentences; we count them all and report it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from aiayn.errors import UserError
+
+TERMINATORS = set(" \t\n\r\f\v()")
+
+
+@dataclass(frozen=True)
+class Params:
+    """COLLINS.prm."""
+
+    delete_labels: tuple[str, ...] = ("TOP", "-NONE-", ",", ":", "``", "''", ".")
+    delete_labels_for_length: tuple[str, ...] = ("-NONE-",)
+    eq_labels: tuple[tuple[str, str], ...] = (("ADVP", "PRT"),)
+    labeled: bool = True
+    cutoff_len: int = 40
+    max_error: int = 10
+
+    def label_eq(self, a: str, b: str) -> bool:
+        return a == b or (a, b) in self.eq_labels or (b, a) in self.eq_labels
+
+
+COLLINS = Params()
+
+
+@dataclass
+class Parsed:
+    words: list[tuple[str, str]]  # (word, POS) of the counted terminals
+    brackets: list[tuple[int, int, str]]  # (start, end, label) of every nonterminal
+    length: int  # words for the cut-off statistics (only DELETE_LABEL_FOR_LENGTH ignored)
+
+
+class BracketError(ValueError):
+    pass
+
+
+def read_tree(line: str, params: Params = COLLINS) -> Parsed:
+    """One bracketed tree as EVALB's read_line sees it."""
+    words, brackets, stack, length, p, n = [], [], [], 0, 0, len(line)
+    while p < n:
+        ch = line[p]
+        if ch.isspace():
+            p += 1
+        elif ch == "(":
+            p += 1
+            start = p
+            while p < n and line[p] not in TERMINATORS:
+                p += 1
+            label = line[start:p]
+            q = p
+            if q < n and line[q].isspace():
+                while q < n and line[q].isspace():
+                    q += 1
+                w0 = q
+                while q < n and line[q] not in TERMINATORS:
+                    q += 1
+                word = line[w0:q]
+                if q < n and line[q] == ")":
+                    if label not in params.delete_labels_for_length:
+                        length += 1
+                    if label not in params.delete_labels:
+                        words.append((word, label))
+                    p = q + 1
+                    continue
+                if q >= n or line[q] != "(":
+                    raise BracketError("More than two elements in a bracket")
+            stack.append(len(brackets))
+            brackets.append([len(words), -1, label])
+        elif ch == ")":
+            if not stack:
+                raise BracketError("Bracketing unbalance (too many close bracket)")
+            brackets[stack.pop()][1] = len(words)
+            p += 1
+        else:
+            raise BracketError("Reading sentence")
+    if stack:
+        raise BracketError("Bracketing is unbalanced (too many open bracket)")
+    return Parsed(words, [tuple(b) for b in brackets], length)
+
+
+def kept_brackets(brackets, params: Params) -> list[tuple[int, int, str]]:
+    """EVALB's massage_data: drop empty spans, cut labels at '-'/'=', drop DELETE_LABEL brackets."""
+    out = []
+    for start, end, label in brackets:
+        if start == end:
+            continue
+        for i, ch in enumerate(label):
+            if ch in "-=":
+                label = label[:i]
+                break
+        if any(params.label_eq(label, d) for d in params.delete_labels):
+            continue
+        out.append((start, end, label))
+    return out
+
+
+@dataclass
+class SentenceResult:
+    status: str  # "ok", "error", "skip"
+    message: str = ""
+    words: int = 0
+    gold: int = 0
+    test: int = 0
+    match: int = 0
+    crossing: int = 0
+    correct_tags: int = 0
+    length: int = 0
+
+
+def score_sentence(gold_line: str, test_line: str, params: Params = COLLINS) -> SentenceResult:
+    gold = read_tree(gold_line, params)
+    try:
+        test = read_tree(test_line, params)
+    except BracketError as exc:
+        return SentenceResult("error", str(exc), length=gold.length)
+    if not test.words:
+        return SentenceResult("skip", length=gold.length)
+    if len(gold.words) != len(test.words):
+        return SentenceResult("error", f"Length unmatch ({len(gold.words)}|{len(test.words)})", length=gold.length)
+    for (gw, _), (tw, _) in zip(gold.words, test.words):
+        if gw != tw:
+            return SentenceResult("error", f"Words unmatch ({gw}|{tw})", length=gold.length)
+    g, t = kept_brackets(gold.brackets, params), kept_brackets(test.brackets, params)
+    used = [False] * len(t)
+    match = 0
+    for gs, ge, gl in g:
+        for j, (ts, te, tl) in enumerate(t):
+            if not used[j] and (gs, ge) == (ts, te) and (not params.labeled or params.label_eq(gl, tl)):
+                used[j] = True
+                match += 1
+                break
+    crossing = sum(
+        any((gs < ts < ge < te) or (ts < gs < te < ge) for gs, ge, _ in g) for ts, te, _ in t
+    )
+    tags = sum(params.label_eq(a[1], b[1]) for a, b in zip(gold.words, test.words))
+    return SentenceResult("ok", words=len(gold.words), gold=len(g), test=len(t), match=match, crossing=crossing,
+                          correct_tags=tags, length=gold.length)
+
+
+@dataclass
+class Totals:
+    sentences: int = 0
+    errors: int = 0
+    skipped: int = 0
+    gold: int = 0
+    test: int = 0
+    match: int = 0
+    complete: int = 0
+    words: int = 0
+    crossing: int = 0
+    no_crossing: int = 0
+    two_or_less: int = 0
+    correct_tags: int = 0
+    messages: list[str] = field(default_factory=list)
+
+    def add(self, r: SentenceResult, number: int) -> None:
+        self.sentences += 1
+        if r.status == "error":
+            self.errors += 1
+            self.messages.append(f"{number} : {r.message}")
+            return
+        if r.status == "skip":
+            self.skipped += 1
+            return
+        self.gold, self.test, self.match = self.gold + r.gold, self.test + r.test, self.match + r.match
+        self.complete += r.gold == r.test == r.match
+        self.words += r.words
+        self.crossing += r.crossing
+        self.no_crossing += r.crossing == 0
+        self.two_or_less += r.crossing <= 2
+        self.correct_tags += r.correct_tags
+
+    @property
+    def valid(self) -> int:
+        return self.sentences - self.errors - self.skipped
+
+    def summary(self) -> dict:
+        recall = 100.0 * self.match / self.gold if self.gold else 0.0
+        precision = 100.0 * self.match / self.test if self.test else 0.0
+        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        v = self.valid
+        return {
+            "sentences": self.sentences, "error_sentences": self.errors, "skipped_sentences": self.skipped,
+            "valid_sentences": v, "recall": recall, "precision": precision, "f1": f1,
+            "complete_match": 100.0 * self.complete / v if v else 0.0,
+            "average_crossing": self.crossing / v if v else 0.0,
+            "no_crossing": 100.0 * self.no_crossing / v if v else 0.0,
+            "two_or_less_crossing": 100.0 * self.two_or_less / v if v else 0.0,
+            "tagging_accuracy": 100.0 * self.correct_tags / self.words if self.words else 0.0,
+            "gold_brackets": self.gold, "test_brackets": self.test, "matched_brackets": self.match,
+        }
+
+
+def evalb(gold_lines: list[str], test_lines: list[str], params: Params = COLLINS) -> dict:
+    """Corpus totals over all sentences and over those of length <= cutoff_len, as EVALB prints them."""
+    if len(gold_lines) != len(test_lines):
+        raise UserError(f"Number of lines unmatch: {len(gold_lines)} gold, {len(test_lines)} test")
+    everything, short = Totals(), Totals()
+    per_sentence = []
+    for number, (g, t) in enumerate(zip(gold_lines, test_lines), start=1):
+        try:
+            r = score_sentence(g, t, params)
+        except BracketError as exc:
+            raise UserError(f"gold tree {number}: {exc}") from None
+        everything.add(r, number)
+        if r.length <= params.cutoff_len:
+            short.add(r, number)
+        per_sentence.append(r)
+    return {"all": everything.summary(), f"len<={params.cutoff_len}": short.summary(),
+            "errors": everything.messages, "sentences": per_sentence}
+
+
+def format_summary(result: dict) -> str:
+    lines = []
+    for key in (k for k in result if k not in ("errors", "sentences")):
+        s = result[key]
+        lines += [
+            f"-- {'All' if key == 'all' else key} --",
+            f"Number of sentence        = {s['sentences']:6d}",
+            f"Number of Error sentence  = {s['error_sentences']:6d}",
+            f"Number of Skip  sentence  = {s['skipped_sentences']:6d}",
+            f"Number of Valid sentence  = {s['valid_sentences']:6d}",
+            f"Bracketing Recall         = {s['recall']:6.2f}",
+            f"Bracketing Precision      = {s['precision']:6.2f}",
+            f"Bracketing FMeasure       = {s['f1']:6.2f}",
+            f"Complete match            = {s['complete_match']:6.2f}",
+            f"Average crossing          = {s['average_crossing']:6.2f}",
+            f"No crossing               = {s['no_crossing']:6.2f}",
+            f"2 or less crossing        = {s['two_or_less_crossing']:6.2f}",
+            f"Tagging accuracy          = {s['tagging_accuracy']:6.2f}",
+            "",
+        ]
+    return "\n".join(lines)

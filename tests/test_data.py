@@ -1,0 +1,266 @@
+"""WMT14 for real: downloads (checksum, resume, retry), safe extraction, SGML, alignment, cleaning,
+vocabularies, encoding, and the data stages of the DAG against a local HTTP server."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from aiayn import encoded, vocab
+from aiayn.corpus import extract_members, prepare_eval, prepare_train, read_lines, sgml_segments
+from aiayn.download import download
+from aiayn.encode import encode_corpus
+from aiayn.errors import UserError
+from conftest import ROOT, SHARED
+from wmt_fixtures import Server, make_tar, sha256
+
+CLEAN = {"min_len": 1, "max_len": 250, "max_ratio": 9.0}
+
+
+def shared(*parts) -> Path:
+    path = SHARED.joinpath("data", *parts)
+    if not path.exists():
+        pytest.skip(f"{path} is absent (it is in the project's shared data, not in a clone)")
+    return path
+
+
+def text(lines) -> bytes:
+    return "".join(line + "\n" for line in lines).encode()
+
+
+# -- downloads -----------------------------------------------------------------------------------------
+@pytest.fixture
+def served(tmp_path):
+    root = tmp_path / "www"
+    archive = make_tar(root / "wmt14" / "training-parallel-nc-v9.tgz",
+                       {"training/news-commentary-v9.de-en.en": text([f"sentence {i}" for i in range(5000)]),
+                        "training/news-commentary-v9.de-en.de": text([f"Satz {i}" for i in range(5000)])})
+    with Server(root) as server:
+        yield server, archive
+
+
+def test_good_download(served, tmp_path):
+    server, archive = served
+    out = tmp_path / "dl" / "nc.tgz"
+    download(server.url + "wmt14/training-parallel-nc-v9.tgz", out, sha256(archive), log=lambda m: None)
+    assert out.read_bytes() == archive.read_bytes() and not out.with_name("nc.tgz.part").exists()
+
+
+def test_interrupted_download_is_resumed(served, tmp_path):
+    server, archive = served
+    server.failures["/wmt14/training-parallel-nc-v9.tgz"] = "cut"
+    out = tmp_path / "dl" / "nc.tgz"
+    messages = []
+    download(server.url + "wmt14/training-parallel-nc-v9.tgz", out, sha256(archive), wait=0, log=messages.append)
+    assert out.read_bytes() == archive.read_bytes()
+    ranges = [r for p, r in server.requests if p.endswith("nc-v9.tgz")]
+    assert ranges[0] is None and ranges[1] == f"bytes={archive.stat().st_size // 2}-"  # resumed, not restarted
+    assert any("attempt 1 failed" in m for m in messages)
+
+
+def test_wrong_checksum_leaves_nothing(served, tmp_path):
+    server, archive = served
+    out = tmp_path / "dl" / "nc.tgz"
+    with pytest.raises(UserError, match=r"sha256 is [0-9a-f]{64}, config.yaml expects 0{64}; the download was removed"):
+        download(server.url + "wmt14/training-parallel-nc-v9.tgz", out, "0" * 64, log=lambda m: None)
+    assert list(out.parent.iterdir()) == []
+
+
+def test_truncated_download_fails_clearly_after_retries(served, tmp_path):
+    server, archive = served
+    server.failures["/wmt14/training-parallel-nc-v9.tgz"] = "lie"
+    out = tmp_path / "dl" / "nc.tgz"
+    with pytest.raises(UserError, match="download failed after 3 attempts .* run again to resume"):
+        download(server.url + "wmt14/training-parallel-nc-v9.tgz", out, sha256(archive), retries=2, wait=0, log=lambda m: None)
+    assert not out.exists()  # only the .part, never a final file
+
+
+def test_missing_file_is_named(served, tmp_path):
+    server, _ = served
+    with pytest.raises(UserError, match="HTTP 404"):
+        download(server.url + "nope.tgz", tmp_path / "x", "0" * 64, log=lambda m: None)
+
+
+# -- archives and text ------------------------------------------------------------------------------------
+def test_member_escaping_the_folder_is_refused(tmp_path):
+    bad = make_tar(tmp_path / "bad.tgz", {"training/a.en": b"x\n", "../../evil.txt": b"owned\n"})
+    with pytest.raises(UserError, match=r"refusing the archive, member '../../evil.txt' is unsafe"):
+        extract_members(bad, {"training/a.en"}, tmp_path / "out")
+    assert not (tmp_path / "evil.txt").exists() and not (tmp_path.parent / "evil.txt").exists()
+
+
+def test_absolute_member_stays_inside_and_links_out_are_refused(tmp_path):
+    odd = make_tar(tmp_path / "odd.tgz", {"/abs/member": b"x\n"})
+    found = extract_members(odd, {"/abs/member"}, tmp_path / "out")  # the data filter strips the leading /
+    assert found["/abs/member"] == tmp_path / "out" / "abs/member" and found["/abs/member"].read_bytes() == b"x\n"
+    import io
+    import tarfile
+
+    with tarfile.open(tmp_path / "link.tgz", "w:gz") as tar:
+        link = tarfile.TarInfo("training/a.en")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(link, io.BytesIO(b""))
+    with pytest.raises(UserError, match="member 'training/a.en' is unsafe"):
+        extract_members(tmp_path / "link.tgz", {"training/a.en"}, tmp_path / "out2")
+
+
+def test_sgml_reader_on_the_real_newstest2014():
+    for sgm, plain in (("newstest2014-deen-src.en.sgm.gz", "en-de/newstest2014.en"),
+                       ("newstest2014-deen-ref.de.sgm.gz", "en-de/newstest2014.de"),
+                       ("newstest2014-fren-ref.fr.sgm.gz", "en-fr/newstest2014.fr")):
+        segments = sgml_segments(shared("wmt14", "sgm", sgm))
+        assert len(segments) == 3003
+        assert segments == list(read_lines(shared("wmt14", plain)))
+
+
+def corpus_archive(tmp_path, en: list[str], de: list[str] | bytes, name="nc.tgz"):
+    de_bytes = de if isinstance(de, bytes) else text(de)
+    return make_tar(tmp_path / name, {"training/c.en": text(en), "training/c.de": de_bytes})
+
+
+MEMBERS = [{"archive": "nc", "src": "training/c.en", "tgt": "training/c.de"}]
+
+
+def test_misaligned_corpus_names_file_and_line(tmp_path):
+    archive = corpus_archive(tmp_path, ["a b", "c d", "e f"], ["a b", "c d"])
+    out = tmp_path / "data"
+    with pytest.raises(UserError, match=r"nc.tgz:training/c.de ends at line 2 but .*training/c.en goes on"):
+        prepare_train(MEMBERS, {"nc": str(archive)}, CLEAN, out / "train.src", out / "train.tgt", out / "r.json")
+    assert not (out / "train.src").exists() and not (out / "train.tgt").exists()
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    archive = corpus_archive(tmp_path, ["a b", "c d", "e f"], b"a b\nc \xff d\ne f\n")
+    out = tmp_path / "data"
+    with pytest.raises(UserError, match=r"training/c.de, line 2: not valid UTF-8"):
+        prepare_train(MEMBERS, {"nc": str(archive)}, CLEAN, out / "train.src", out / "train.tgt", out / "r.json")
+    assert not list(out.glob("train.*"))
+
+
+def test_nel_inside_lines_keeps_alignment(tmp_path):
+    en = gzip.open(shared("wmt_news_2008_2012", "en-de", "newssyscomb2009.en.gz"), "rb").read()
+    de = gzip.open(shared("wmt_news_2008_2012", "en-de", "newssyscomb2009.de.gz"), "rb").read()
+    assert len(de.decode().splitlines()) > 502  # what str.splitlines() would do
+    archive = make_tar(tmp_path / "nc.tgz", {"training/c.en": en, "training/c.de": de})
+    out = tmp_path / "data"
+    report = prepare_train(MEMBERS, {"nc": str(archive)}, CLEAN, out / "train.src", out / "train.tgt", out / "r.json")
+    assert report["corpora"][0]["pairs"] == 502 and report["separators_replaced"] == de.decode().count("\u0085") >= 2
+    src, tgt = list(read_lines(out / "train.src")), list(read_lines(out / "train.tgt"))
+    assert len(src) == len(tgt) == report["kept"] and not any("\u0085" in line for line in tgt)
+
+
+def test_cleaning_counts(tmp_path):
+    en = ["ok one", "", "short", "a " * 300, "one two three four five six seven", "fine pair"]
+    de = ["gut eins", "leer", "", "b " * 300, "eins", "gutes paar"]
+    archive = corpus_archive(tmp_path, en, de)
+    out = tmp_path / "data"
+    report = prepare_train(MEMBERS, {"nc": str(archive)}, {"min_len": 1, "max_len": 250, "max_ratio": 1.5},
+                           out / "train.src", out / "train.tgt", out / "r.json")
+    assert report["removed"] == {"empty": 2, "too_short": 0, "too_long": 1, "ratio": 1}
+    assert list(read_lines(out / "train.src")) == ["ok one", "fine pair"]
+    assert json.loads((out / "r.json").read_text())["kept"] == 2
+
+
+def test_eval_set_line_count_is_checked(tmp_path):
+    src = shared("wmt14", "sgm", "newstest2014-deen-src.en.sgm.gz")
+    ref = shared("wmt14", "sgm", "newstest2014-deen-ref.de.sgm.gz")
+    archive = make_tar(tmp_path / "dev.tgz", {"dev/newstest2014-deen-src.en.sgm": gzip.open(src).read(),
+                                              "dev/newstest2014-deen-ref.de.sgm": gzip.open(ref).read()})
+    spec = {"src": "dev/newstest2014-deen-src.en.sgm", "tgt": "dev/newstest2014-deen-ref.de.sgm", "lines": 3003}
+    assert prepare_eval(spec, "newstest2014", archive, tmp_path / "t.src", tmp_path / "t.tgt") == 3003
+    assert list(read_lines(tmp_path / "t.tgt")) == list(read_lines(shared("wmt14", "en-de", "newstest2014.de")))
+    with pytest.raises(UserError, match="has 3003 segments, newstest2014 has 2737"):
+        prepare_eval({**spec, "lines": 2737}, "newstest2014", archive, tmp_path / "u.src", tmp_path / "u.tgt")
+
+
+# -- vocabulary and encoding -----------------------------------------------------------------------------------
+def test_sentencepiece_round_trip_on_real_sentences(tmp_path):
+    en, de = shared("wmt14", "en-de", "newstest2013.en"), shared("wmt14", "en-de", "newstest2013.de")
+    model = tmp_path / "spm.model"
+    vocab.train([en, de], model, model_type="bpe", size=2000, input_sentence_size=0)
+    sp = vocab.load(model)
+    lines = list(read_lines(de))[:500]
+    decoded = [vocab.decode(sp, ids) for ids in vocab.encode(sp, lines)]
+    # Normalize() marks spaces with U+2581; decoding gives them back as spaces
+    assert decoded == [sp.Normalize(line).replace("\u2581", " ").strip() for line in lines]
+    assert sum(a != b for a, b in zip(decoded, lines)) < len(lines) // 10  # NFKC changes few real sentences
+    assert (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id()) == (0, 1, 2, 3)
+
+
+def test_encode_round_trip_and_statistics(tmp_path):
+    en, de = shared("wmt14", "en-de", "newstest2013.en"), shared("wmt14", "en-de", "newstest2013.de")
+    model = tmp_path / "spm.model"
+    vocab.train([en, de], model, model_type="bpe", size=1000, input_sentence_size=0)
+    stats = encode_corpus(str(en), str(de), str(model), str(model), str(tmp_path / "dev.bin"), chunk=700)
+    corpus = encoded.read(tmp_path / "dev.bin")
+    sp = vocab.load(model)
+    assert len(corpus) == stats["pairs"] == 3000
+    for i in (0, 699, 700, 2999):  # across chunk borders
+        assert corpus.src(i).tolist() == sp.Encode(list(read_lines(en))[i])
+        assert corpus.tgt(i).tolist() == sp.Encode(list(read_lines(de))[i])
+    assert stats["src_tokens"] == int(corpus.src_lengths.sum()) and stats["longest_tgt"] == int(corpus.tgt_lengths.max())
+    assert corpus.src_tokens.dtype == np.uint16
+
+
+def test_truncated_encoded_file_is_reported(tmp_path):
+    import toy
+
+    path = toy.corpus(tmp_path / "t.bin", n=50)
+    path.write_bytes(path.read_bytes()[:-200])
+    with pytest.raises(UserError, match="t.bin: truncated"):
+        encoded.read(path)
+
+
+# -- the data stages of the DAG ---------------------------------------------------------------------------------
+def wmt_like_study(tmp_path: Path, server_root: Path) -> dict:
+    """Archives in the real WMT layouts (news slices stand in for the training corpora) and a config."""
+    def news(name, lang):
+        return gzip.open(shared("wmt_news_2008_2012", "en-de", f"{name}.{lang}.gz"), "rb").read()
+
+    trains = {"europarl-v7": ("wmt13/training-parallel-europarl-v7.tgz", "training/europarl-v7.de-en", "newstest2010"),
+              "commoncrawl": ("wmt13/training-parallel-commoncrawl.tgz", "commoncrawl.de-en", "newstest2011"),
+              "news-commentary-v9": ("wmt14/training-parallel-nc-v9.tgz", "training/news-commentary-v9.de-en", "newstest2009")}
+    archives, corpora = {}, []
+    for name, (path, stem, source) in trains.items():
+        tar = make_tar(server_root / path, {f"{stem}.en": news(source, "en"), f"{stem}.de": news(source, "de")})
+        archives[name] = {"url": f"http://www.statmt.org/{path}", "sha256": sha256(tar)}
+        corpora.append({"archive": name, "src": f"{stem}.en", "tgt": f"{stem}.de"})
+    sgm = {f"dev/newstest2014-deen-{side}.sgm": gzip.open(shared("wmt14", "sgm", f"newstest2014-deen-{side}.sgm.gz")).read()
+           for side in ("src.en", "ref.de")}
+    plain = {f"dev/newstest2013.{lang}": shared("wmt14", "en-de", f"newstest2013.{lang}").read_bytes() for lang in ("en", "de")}
+    dev = make_tar(server_root / "wmt19/translation-task/dev.tgz", {**plain, **sgm})
+    archives["dev"] = {"url": "http://data.statmt.org/wmt19/translation-task/dev.tgz", "sha256": sha256(dev)}
+    paper = yaml.safe_load((ROOT / "config.yaml").read_text())
+    dataset = {**paper["datasets"]["wmt14-en-de"], "train": corpora, "vocab": {"model_type": "bpe", "size": 2000, "shared": True}}
+    return {"archives": archives, "datasets": {"wmt14-en-de": dataset}, "presets": paper["presets"],
+            "experiments": {"base-en-de": paper["experiments"]["base-en-de"]}}
+
+
+def test_data_stages_of_the_dag_against_a_local_server(tmp_path):
+    root = tmp_path / "www"
+    config = wmt_like_study(tmp_path, root)
+    with Server(root) as server:
+        config["mirror"] = server.url
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+        run = subprocess.run([sys.executable, "-m", "snakemake", "data", "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path),
+                              "--cores", "2", "--configfile", str(tmp_path / "config.yaml")],
+                             capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-4000:]
+    data = tmp_path / "results/data/wmt14-en-de"
+    report = json.loads((data / "train.report.json").read_text())
+    assert [c["pairs"] for c in report["corpora"]] == [2489, 3003, 2525]  # newstest2010, 2011, 2009
+    nel = gzip.open(shared("wmt_news_2008_2012", "en-de", "newstest2009.de.gz"), "rt", encoding="utf-8").read().count("\u0085")
+    assert report["separators_replaced"] == nel >= 6  # the U+0085 of newstest2009.de
+    train = encoded.read(data / "train.bin")
+    assert len(train) == report["kept"] > 7000
+    assert len(encoded.read(data / "newstest2013.bin")) == 3000
+    assert len(list(read_lines(data / "newstest2014.tgt"))) == 3003
+    assert (data / "spm.src.model").read_bytes() == (data / "spm.tgt.model").read_bytes()  # shared vocabulary
+    assert not list((tmp_path / "results/downloads").glob("*.part"))

@@ -1,0 +1,101 @@
+"""The whole DAG on the demo's data at an even smaller size, then what it produced."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from aiayn import checkpoint, demo
+from aiayn.corpus import read_lines
+from conftest import ROOT
+
+
+def tiny_demo_config() -> dict:
+    config = yaml.safe_load((ROOT / "profiles/demo/study.yaml").read_text())
+    config["archives"]["demo-pair"]["generate"]["sizes"] = {"train": 1500, "dev": 40, "test": 40}
+    config["archives"]["demo-treebank"]["generate"]["sizes"] = {"02": 300, "22": 20, "23": 30}
+    for es in config["datasets"]["eng-zil"]["eval_sets"].values():
+        es["lines"] = 40
+    config["datasets"]["eng-zil"]["vocab"]["size"] = 300
+    config["datasets"]["demo-wsj"]["vocab"]["size"] = 200
+    config["training"].update(steps=24, warmup_steps=10, checkpoint_interval=6, log_interval=6, tokens_per_update=600, max_tokens=600)
+    config["scoring"] = {"bootstrap_resamples": 50}
+    for preset in config["presets"].values():
+        preset["model"].update(d_model=32, d_ff=64, h=2, d_k=16, d_v=16)
+    config["presets"]["big"]["model"].update(d_model=48, d_ff=96)
+    config["results"] = "results"
+    return config
+
+
+@pytest.fixture(scope="module")
+def run_dag(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("e2e")
+    (workdir / "study.yaml").write_text(yaml.safe_dump(tiny_demo_config()))
+    cmd = [sys.executable, "-m", "snakemake", "all", "-s", str(ROOT / "Snakefile"), "-d", str(workdir), "--cores", "2",
+           "--configfile", str(workdir / "study.yaml"), "--replace-workflow-config"]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
+    return workdir / "results"
+
+
+def test_every_table_with_paper_columns(run_dag):
+    for n in (2, 3, 4):
+        md, table = run_dag / f"tables/table{n}.md", run_dag / f"tables/table{n}.csv"
+        assert md.exists() and table.exists()
+        rows = list(csv.DictReader(table.open()))
+        ours = [r for r in rows if not r["experiment"].startswith("baseline") and r["experiment"]]
+        assert ours and all(r["status"] == "done" for r in ours)
+    table2 = list(csv.DictReader((run_dag / "tables/table2.csv").open()))
+    assert {r["experiment"] for r in table2} >= {"base", "big", "baseline: copy the source", "baseline: word by word"}
+    assert "paper_bleu" in table2[0] and "cost_flops_paper_formula" in table2[0]
+    table3 = list(csv.DictReader((run_dag / "tables/table3.csv").open()))
+    assert [r["row"] for r in table3] == ["base", "big", "A", "D"]
+    assert all(r["dev_ppl"] and r["params_M"] for r in table3)
+    assert all(r["p_value_vs_base"] for r in table3 if r["row"] != "base")
+    table4 = list(csv.DictReader((run_dag / "tables/table4.csv").open()))
+    assert any(r["row"] == "baseline: right-branching" and r["f1"] for r in table4)
+
+
+def test_score_files_have_both_protocols(run_dag):
+    for path in [*run_dag.glob("*/test.score.json"), *run_dag.glob("*/dev.score.json")]:
+        s = json.loads(path.read_text())
+        assert s["lines"] == 40 and "score" in s["sacrebleu"] and "score" in s["tokenized_bleu"]
+        assert s["sacrebleu"]["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    parse = json.loads((run_dag / "parse/wsj23.score.json").read_text())
+    assert parse["all"]["sentences"] == 30
+
+
+def test_averaged_models_and_translations(run_dag):
+    for name in ("base", "big"):
+        avg = checkpoint.load(run_dag / name / "average.pt")
+        assert avg["averaged_steps"] == [12, 18, 24]  # the last 3, written every 6 updates
+        src = list(read_lines(run_dag / "data/eng-zil/test.src"))
+        assert len(list(read_lines(run_dag / name / "test.zil"))) == len(src) == 40
+    assert len(list(read_lines(run_dag / "parse/wsj23.trees"))) == 30
+
+
+def test_demo_generator_is_deterministic_and_splits_are_disjoint(tmp_path):
+    a, b = tmp_path / "a.tar.gz", tmp_path / "b.tar.gz"
+    demo.write_translation_archive(a, 7, {"train": 300, "dev": 30, "test": 30})
+    demo.write_translation_archive(b, 7, {"train": 300, "dev": 30, "test": 30})
+    assert a.read_bytes() == b.read_bytes()
+    splits = demo.splits(7, {"train": 300, "dev": 30, "test": 30})
+    train, dev, test = ({r[0] for r in rows} for rows in splits.values())
+    assert not train & dev and not train & test and not dev & test
+    demo.write_translation_archive(b, 8, {"train": 300, "dev": 30, "test": 30})
+    assert a.read_bytes() != b.read_bytes()
+
+
+def test_demo_language_needs_reordering_and_agreement():
+    lex = demo.lexicon(1)
+    eng, zil, tree = demo.splits(1, {"x": 1})["x"][0]
+    assert eng.split()[-1] == "." and zil.split()[-1] == "."
+    verbs_z = {v[1] for v in lex.verbs}
+    assert zil.split()[-2][:-1] in verbs_z  # the verb moves to the end
+    assert any(" " in n[0] for n in lex.nouns) and any(" " in a[1] for a in lex.adverbs)  # two->one, one->two

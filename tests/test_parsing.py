@@ -1,0 +1,152 @@
+"""The parsing transfer (§6.3): treebank preprocessing and linearization, EVALB by hand, repair."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from aiayn.evalb import evalb, read_tree, score_sentence
+from aiayn.parsing import restore, score_parses
+from aiayn.trees import delinearize, linearize, parse_trees, preprocess, read_sections, with_top
+from conftest import ROOT, SHARED
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    path = SHARED / "data" / "ptb_wsj_sample" / "treebank.zip"
+    if not path.exists():
+        pytest.skip(f"{path} is absent (it is in the project's shared data, not in a clone)")
+    folder = tmp_path_factory.mktemp("ptb")
+    with zipfile.ZipFile(path) as z:
+        z.extractall(folder)
+    return folder / "treebank"
+
+
+def test_sample_round_trips_exactly(sample):
+    trees = list(read_sections(sample, ["00", "01"]))
+    assert len(trees) == 3914
+    for scheme in ("keep", "XX"):
+        for tree in trees:
+            gold = preprocess(tree)
+            back = restore(linearize(preprocess(tree, scheme)), with_top(gold))
+            assert str(back) == str(with_top(gold))
+
+
+def test_preprocessing():
+    (tree,) = parse_trees("( (S (NP-SBJ-1 (-NONE- *)) (NP-TMP=2 (NNP Monday)) (VP (VBD said) (-LRB- -LRB-) (SBAR (-NONE- 0) (S (-NONE- *T*-1))))) )")
+    assert str(preprocess(tree.children[0])) == "(S (NP (NNP Monday)) (VP (VBD said) (-LRB- -LRB-)))"
+    assert linearize(preprocess(tree.children[0], "XX")) == "(S (NP XX )NP (VP XX XX )VP )S"
+
+
+def test_missing_treebank_says_what_is_needed(tmp_path):
+    from aiayn.errors import UserError
+    from aiayn.parsing import split_trees
+
+    with pytest.raises(UserError, match="needs? your licensed Penn Treebank 3 \\(LDC99T42\\)"):
+        split_trees({"treebank": None, "train_sections": ["02"], "eval_sets": {}}, "train")
+    with pytest.raises(UserError, match="treebank folder not found"):
+        split_trees({"treebank": str(tmp_path / "nope"), "train_sections": ["02"], "eval_sets": {}}, "train")
+
+
+# -- EVALB, brackets counted by hand ----------------------------------------------------------------------
+GOLD = "(TOP (S (NP (DT The) (NN cat)) (VP (VBD sat) (PRT (RP down))) (. .)))"
+
+
+def test_identical_trees():
+    r = score_sentence(GOLD, GOLD)
+    assert (r.gold, r.test, r.match, r.words) == (4, 4, 4, 4)  # S, NP, VP, PRT; TOP and "." are deleted
+
+
+def test_punctuation_is_ignored_for_spans():
+    test = "(TOP (S (NP (DT The) (NN cat)) (VP (VBD sat) (PRT (RP down)) (. .))))"  # "." moved into VP
+    r = score_sentence(GOLD, test)
+    assert (r.gold, r.test, r.match) == (4, 4, 4)
+
+
+def test_advp_equals_prt_and_function_tags_are_cut():
+    test = "(TOP (S (NP-SBJ (DT The) (NN cat)) (VP (VBD sat) (ADVP (RP down))) (. .)))"
+    r = score_sentence(GOLD, test)
+    assert r.match == 4
+
+
+def test_wrong_label_same_span_does_not_match():
+    test = "(TOP (S (NP (DT The) (NN cat)) (ADJP (VBD sat) (PRT (RP down))) (. .)))"
+    r = score_sentence(GOLD, test)
+    assert (r.gold, r.test, r.match) == (4, 4, 3)
+
+
+def test_unary_chains_and_duplicate_brackets():
+    gold = "(TOP (S (VP (VP (VB Go)))))"
+    test = "(TOP (S (VP (VB Go))))"
+    r = score_sentence(gold, test)
+    assert (r.gold, r.test, r.match) == (3, 2, 2)  # VP twice in gold: counted twice, matched once
+    r = score_sentence(test, gold)
+    assert (r.gold, r.test, r.match) == (2, 3, 2)
+
+
+def test_empty_constituents_are_dropped():
+    gold = "(TOP (S (NP (-NONE- *)) (VP (VBD left)) (. .)))"
+    parsed = read_tree(gold)
+    assert parsed.words == [("left", "VBD")] and parsed.length == 2  # "." counts for length, -NONE- does not
+    r = score_sentence(gold, "(TOP (S (VP (VBD left)) (. .)))")
+    assert (r.gold, r.test, r.match) == (2, 2, 2)  # the NP over nothing is gone
+
+
+def test_corpus_totals_and_length_mismatch():
+    gold = [GOLD, "(TOP (S (VP (VP (VB Go)))))", "(TOP (S (NP (PRP It)) (VP (VBZ is))))"]
+    test = [GOLD, "(TOP (S (VP (VB Go))))", "(TOP (S (NP (PRP It))))"]  # the last one lost a word
+    result = evalb(gold, test)
+    s = result["all"]
+    assert (s["sentences"], s["error_sentences"], s["valid_sentences"]) == (3, 1, 2)
+    assert result["errors"] == ["3 : Length unmatch (2|1)"]
+    assert (s["gold_brackets"], s["test_brackets"], s["matched_brackets"]) == (7, 6, 6)
+    assert s["recall"] == pytest.approx(100 * 6 / 7) and s["precision"] == pytest.approx(100.0)
+    assert s["f1"] == pytest.approx(2 * 100 * (600 / 7) / (100 + 600 / 7))
+    assert s["complete_match"] == pytest.approx(50.0)
+
+
+def test_crossing_brackets():
+    gold = "(TOP (S (NP (DT a) (NN b)) (VP (VB c) (NN d))))"
+    test = "(TOP (S (DT a) (X (NN b) (VB c)) (NN d)))"
+    r = score_sentence(gold, test)
+    assert r.crossing == 1 and r.match == 1  # X(1,3) crosses NP(0,2) and VP(2,4): counted once
+
+
+# -- repair -------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("sequence", ["", "(S XX XX", ")S )NP XX (NP XX", "(S (NP XX XX XX XX XX )NP )S", "XX (VP )VP )S (S", "(S )S (NP )NP"])
+def test_malformed_sequences_become_trees_over_the_words(sequence):
+    words = ["w1", "w2", "w3"]
+    tree = delinearize(sequence, words)
+    assert tree.words() == words
+    assert read_tree(str(tree)).words == [(w, leaf.label) for w, leaf in zip(words, tree.leaves())]
+
+
+def test_random_garbage_is_repaired():
+    rng = random.Random(0)
+    vocab = ["(S", "(NP", "(VP", ")S", ")NP", ")VP", "XX", "XX", "XX"]
+    for _ in range(500):
+        words = [f"w{i}" for i in range(rng.randint(1, 12))]
+        seq = " ".join(rng.choice(vocab) for _ in range(rng.randint(0, 30)))
+        tree = delinearize(seq, words)
+        assert tree.words() == words
+        parse_trees(str(tree))  # balanced
+
+
+def test_score_parses_uses_gold_tags_for_xx_leaves():
+    gold = [GOLD]
+    result = score_parses(["(S (NP XX XX )NP (VP XX (PRT XX )PRT )VP XX )S"], gold)
+    assert result["all"]["f1"] == pytest.approx(100.0) and result["all"]["tagging_accuracy"] == pytest.approx(100.0)
+
+
+def test_evalb_command(tmp_path):
+    (tmp_path / "gold").write_text(GOLD + "\n")
+    (tmp_path / "test").write_text("(TOP (S (NP (DT The) (NN cat)) (ADJP (VBD sat) (PRT (RP down))) (. .)))\n")
+    run = subprocess.run([sys.executable, "-m", "aiayn", "evalb", str(tmp_path / "gold"), str(tmp_path / "test")],
+                         capture_output=True, text=True, env={"PYTHONPATH": str(ROOT / "src"), "PATH": ""})
+    assert run.returncode == 0, run.stderr
+    assert "Bracketing Recall         =  75.00" in run.stdout and "Bracketing FMeasure       =  75.00" in run.stdout
+    assert "Complete match            =   0.00" in run.stdout
