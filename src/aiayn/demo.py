@@ -16,6 +16,7 @@ Everything is a deterministic function of the seed.
 
 from __future__ import annotations
 
+import gzip
 import io
 import random
 import tarfile
@@ -104,12 +105,13 @@ def corpus(seed: int, n: int, lex: Lexicon) -> list[tuple[str, str, str]]:
 def _tar(path: Path, members: dict[str, str]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    with tarfile.open(tmp, "w:gz") as tar:
-        for name, text in members.items():
-            data = text.encode()
-            info = tarfile.TarInfo(name)
-            info.size, info.mtime = len(data), 0  # same seed -> same bytes
-            tar.addfile(info, io.BytesIO(data))
+    with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
+        with tarfile.open(fileobj=gz, mode="w") as tar:
+            for name, text in members.items():
+                data = text.encode()
+                info = tarfile.TarInfo(name)
+                info.size, info.mtime = len(data), 0  # same seed -> same bytes
+                tar.addfile(info, io.BytesIO(data))
     tmp.replace(path)
 
 
