@@ -17,12 +17,17 @@ include: "workflow/rules/parsing.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/tables.smk"
+include: "workflow/rules/report.smk"
+
+
+report: "workflow/report/workflow.rst"
 
 
 rule all:
     default_target: True
     input:
         [LAYOUT.table(n, ext) for n in TABLES for ext in ("md", "csv")],
+        [LAYOUT.figure(e, "learning_curves.png") for e in STUDY.experiments],
 
 
 rule data:

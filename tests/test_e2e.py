@@ -99,3 +99,18 @@ def test_demo_language_needs_reordering_and_agreement():
     verbs_z = {v[1] for v in lex.verbs}
     assert zil.split()[-2][:-1] in verbs_z  # the verb moves to the end
     assert any(" " in n[0] for n in lex.nouns) and any(" " in a[1] for a in lex.adverbs)  # two->one, one->two
+
+
+def test_report_builds_offline_with_every_figure(run_dag):
+    workdir = run_dag.parent
+    report = workdir / "report.html"
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(workdir), "--configfile",
+           str(workdir / "study.yaml"), "--replace-workflow-config", "--report", str(report)]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    html = report.read_text(errors="replace")
+    for experiment in ("base", "big", "t3-A-h1", "t3-D-ls0.0", "parse"):
+        for figure in ("learning_curves.png", "learning_rate.png", "attention.png"):
+            assert (run_dag / experiment / "figures" / figure).stat().st_size > 1000
+    assert html.count("learning_curves.png") >= 5 and "attention.png" in html and "table3.csv" in html
+    assert "src=\"http" not in html  # self-contained

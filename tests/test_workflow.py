@@ -36,6 +36,7 @@ def test_job_count_per_rule(plan):
         "translate": 26,  # Table 2: 4 on newstest2014, Table 3: 20 on newstest2013, Table 4: 2
         "score": 26,
         "table": 3,
+        "figures": N_EXPERIMENTS,  # learning curves, learning rate, attention maps per trained model
         "all": 1,
     }
 

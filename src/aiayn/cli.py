@@ -28,6 +28,7 @@ COMMANDS = {
     "translate": ("aiayn.commands.translate", "decode a source file with beam search"),
     "score": ("aiayn.commands.score", "score a decoded test set (both BLEU protocols)"),
     "tables": ("aiayn.commands.tables", "write Table 2, 3 or 4 beside the paper's numbers"),
+    "figures": ("aiayn.commands.figures", "learning curves, learning rate and attention maps of one run"),
     "evalb": ("aiayn.commands.evalb", "EVALB (COLLINS.prm) of parsed trees against gold trees"),
     "params": ("aiayn.commands.params", "count the parameters of every experiment's model beside the paper's"),
 }

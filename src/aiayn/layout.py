@@ -7,6 +7,8 @@
     results/data/<dataset>/<split>.bin               encoded token ids
     results/<experiment>/experiment.json             the resolved settings of the run
     results/<experiment>/checkpoints/                step checkpoints; last.pt once training is done
+    results/<experiment>/metrics.jsonl               progress and dev loss, JSON lines
+    results/<experiment>/figures/*.png               learning curves, learning rate, attention maps
     results/<experiment>/average.pt                  mean of the last K checkpoints (§6.1)
     results/<experiment>/<testset>.<lang>            translations (parses), one line per source line
     results/<experiment>/<testset>.score.json        scores
@@ -51,6 +53,12 @@ class Layout:
 
     def last_checkpoint(self, experiment: str) -> str:
         return self._p(experiment, "checkpoints", "last.pt")
+
+    def metrics(self, experiment: str) -> str:
+        return self._p(experiment, "metrics.jsonl")
+
+    def figure(self, experiment: str, name: str) -> str:
+        return self._p(experiment, "figures", name)
 
     def average(self, experiment: str) -> str:
         return self._p(experiment, "average.pt")

@@ -95,6 +95,17 @@ class Embedding(nn.Module):
         return self.dropout(x + pos.to(x.dtype))
 
 
+def attention_weights(q: Tensor, k: Tensor, mask: Tensor | None = None, causal: bool = False) -> Tensor:
+    """softmax(Q K^T / sqrt(d_k)) with masked positions at zero weight (§3.2.1). (B, h, T, S)."""
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.size(-1))  # (B, h, T, S)
+    if causal:
+        T, S = scores.shape[-2:]
+        scores = scores.masked_fill(torch.ones(T, S, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return scores.softmax(-1)
+
+
 class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V) (§3.2.2).
 
@@ -112,6 +123,7 @@ class MultiHeadAttention(nn.Module):
         self.W_v = nn.Linear(cfg.d_model, cfg.h * cfg.d_v)
         self.W_o = nn.Linear(cfg.h * cfg.d_v, cfg.d_model)
         self.P_drop_attn = cfg.P_drop_attn
+        self.recorded: list[torch.Tensor] | None = None  # set to [] to keep attention weights (figures)
 
     def split(self, x: Tensor, width: int) -> Tensor:
         B, T, _ = x.shape
@@ -123,6 +135,8 @@ class MultiHeadAttention(nn.Module):
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool = False) -> Tensor:
         """q (B, h, T, d_k), k (B, h, S, d_k), v (B, h, S, d_v); mask broadcastable to (B, h, T, S), True = attend."""
         p = self.P_drop_attn if self.training else 0.0
+        if self.recorded is not None:  # the same weights, computed in the open for inspection
+            self.recorded.append(attention_weights(q, k, mask, causal).detach())
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal)  # (B, h, T, d_v)
         B, _, T, _ = out.shape
         return self.W_o(out.transpose(1, 2).reshape(B, T, self.h * self.d_v))  # (B, T, d_model)

@@ -10,7 +10,11 @@ rule table:
         ],
     output:
         md=LAYOUT.table("{n}", "md"),
-        csv=LAYOUT.table("{n}", "csv"),
+        csv=report(
+            LAYOUT.table("{n}", "csv"),
+            caption="../report/table.rst",
+            category="Tables",
+        ),
     log:
         LAYOUT.log("table", "table{n}"),
     wildcard_constraints:

@@ -1,0 +1,39 @@
+# Figures for `snakemake --report`: learning curves, learning-rate schedule, attention maps.
+
+
+rule figures:
+    input:
+        model=LAYOUT.last_checkpoint("{experiment}"),
+        spm_src=lambda w: LAYOUT.spm(get_dataset(w), "src"),
+        dev_src=lambda w: LAYOUT.text(
+            get_dataset(w), STUDY.dataset(get_dataset(w))["dev"], "src"
+        ),
+    output:
+        curves=report(
+            LAYOUT.figure("{experiment}", "learning_curves.png"),
+            caption="../report/learning_curves.rst",
+            category="Training",
+            subcategory="{experiment}",
+        ),
+        lr=report(
+            LAYOUT.figure("{experiment}", "learning_rate.png"),
+            caption="../report/learning_rate.rst",
+            category="Training",
+            subcategory="{experiment}",
+        ),
+        attention=report(
+            LAYOUT.figure("{experiment}", "attention.png"),
+            caption="../report/attention.rst",
+            category="Attention",
+            subcategory="{experiment}",
+        ),
+    log:
+        LAYOUT.log("figures", "{experiment}"),
+    conda:
+        "../../envs/report.yaml"
+    params:
+        metrics=lambda w: LAYOUT.metrics(w.experiment),
+    shell:
+        "python -m aiayn figures --name {wildcards.experiment} --metrics {params.metrics} --model {input.model}"
+        " --spm-src {input.spm_src} --dev-src {input.dev_src} --curves {output.curves} --lr {output.lr}"
+        " --attention {output.attention} >> {log} 2>&1"
