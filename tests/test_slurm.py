@@ -1,0 +1,84 @@
+"""The cluster path for real: the tiny study through `--profile slurm` on a local Slurm (started by
+tests/slurm/slurm-ci.sh, as .ci/run does), GPU requests, a 2-process training job, a forced requeue.
+
+Skipped where no Slurm cluster answers (`sinfo`): a user's laptop, or CI before `slurm-ci.sh up`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import yaml
+
+from aiayn import checkpoint
+from conftest import ROOT
+from test_e2e import tiny_demo_config
+
+pytestmark = pytest.mark.slurm
+
+
+def slurm_up() -> bool:
+    if not shutil.which("sinfo"):
+        return False
+    run = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True)
+    return run.returncode == 0 and "idle" in run.stdout or "mix" in run.stdout or "alloc" in run.stdout
+
+
+def running_train_jobs() -> dict[str, str]:
+    """job id -> `scontrol show job` text of the running training jobs."""
+    out = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i %k"], capture_output=True, text=True).stdout
+    jobs = {}
+    for line in out.splitlines():
+        job, _, comment = line.partition(" ")
+        if "train" in comment:
+            jobs[job] = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
+    return jobs
+
+
+def requeue_once(workdir, experiment: str, done: dict) -> None:
+    """When `experiment`'s training has made progress, `scontrol requeue` its Slurm job (as a preemption)."""
+    metrics = workdir / "results" / experiment / "metrics.jsonl"
+    deadline = time.time() + 900
+    while time.time() < deadline and not done.get("requeued"):
+        if metrics.exists() and '"loss"' in metrics.read_text():
+            for job, info in running_train_jobs().items():
+                if f"experiment={experiment}" in info or f"/{experiment}/" in info or f"_{experiment}" in info:
+                    subprocess.run(["scontrol", "requeue", job], check=True)
+                    done["requeued"] = job
+                    return
+        time.sleep(1)
+
+
+@pytest.mark.skipif(not slurm_up(), reason="no Slurm cluster answers here (CI starts one with tests/slurm/slurm-ci.sh up)")
+def test_tiny_study_through_the_slurm_profile(tmp_path):
+    config = tiny_demo_config()
+    config["experiments"]["base"]["train"] = {"steps": 400, "checkpoint_interval": 50, "log_interval": 10}
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump(config))
+    cmd = ["timeout", "-s", "KILL", "1500", sys.executable, "-m", "snakemake", "all", "--cores", "8", "--profile", "slurm",
+           "-d", str(tmp_path), "--configfile", str(tmp_path / "study.yaml"), "--replace-workflow-config",
+           "--slurm-init-seconds-before-status-checks", "2",
+           # the CI node has 2 fake GPUs and ~20 GB: the rules' cluster-sized memory requests are lowered
+           "--set-resources", "train:gpu=2", "train:nodes=1", "train:mem_mb=3000", "train:runtime=60",
+           "translate:gpu=1", "translate:mem_mb=2000", "train_vocab:mem_mb=2000", "encode:mem_mb=2000",
+           "average:mem_mb=2000"]
+    done: dict = {}
+    watcher = threading.Thread(target=requeue_once, args=(tmp_path, "base", done), daemon=True)
+    watcher.start()
+    run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    watcher.join(timeout=5)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-6000:]
+    results = tmp_path / "results"
+    assert all((results / f"tables/table{n}.md").exists() for n in (2, 3, 4))
+    assert "--gpus=2" in run.stderr + run.stdout or "gpu=2" in run.stderr + run.stdout  # GPUs requested from Slurm
+    log = (results / "logs/train/big.log").read_text()
+    assert "on 2 x cpu" in log  # torchrun with 2 processes (gloo on CPU) inside the job
+    assert done.get("requeued"), "the base training job was never seen running"
+    starts = [json.loads(l) for l in (results / "base/metrics.jsonl").read_text().splitlines() if '"event"' in l]
+    assert len(starts) >= 2 and starts[-1]["step"] > 0  # the requeued job resumed from its checkpoint
+    assert checkpoint.load(results / "base/checkpoints/last.pt")["step"] == 400
