@@ -220,27 +220,43 @@ def test_truncated_encoded_file_is_reported(tmp_path):
 
 # -- the data stages of the DAG ---------------------------------------------------------------------------------
 def wmt_like_study(tmp_path: Path, server_root: Path) -> dict:
-    """Archives in the real WMT layouts (news slices stand in for the training corpora) and a config."""
-    def news(name, lang):
-        return gzip.open(shared("wmt_news_2008_2012", "en-de", f"{name}.{lang}.gz"), "rb").read()
+    """Archives in the real WMT layouts (news slices stand in for the training corpora) and a config
+    with both language pairs; EN-FR's Gigaword-like corpus comes as .gz members of a plain tar."""
+    def news(pair, name, lang):
+        return gzip.open(shared("wmt_news_2008_2012", pair, f"{name}.{lang}.gz"), "rb").read()
 
-    trains = {"europarl-v7": ("wmt13/training-parallel-europarl-v7.tgz", "training/europarl-v7.de-en", "newstest2010"),
-              "commoncrawl": ("wmt13/training-parallel-commoncrawl.tgz", "commoncrawl.de-en", "newstest2011"),
-              "news-commentary-v9": ("wmt14/training-parallel-nc-v9.tgz", "training/news-commentary-v9.de-en", "newstest2009")}
-    archives, corpora = {}, []
+    trains = {"europarl-v7": ("wmt13/training-parallel-europarl-v7.tgz", "training/europarl-v7.{p}", "newstest2010"),
+              "commoncrawl": ("wmt13/training-parallel-commoncrawl.tgz", "commoncrawl.{p}", "newstest2011"),
+              "news-commentary-v9": ("wmt14/training-parallel-nc-v9.tgz", "training/news-commentary-v9.{p}", "newstest2009")}
+    archives, corpora = {}, {"de": [], "fr": []}
     for name, (path, stem, source) in trains.items():
-        tar = make_tar(server_root / path, {f"{stem}.en": news(source, "en"), f"{stem}.de": news(source, "de")})
+        members = {}
+        for lang in ("de", "fr"):
+            pair = f"{lang}-en"
+            members[stem.format(p=pair) + ".en"] = news(f"en-{lang}", source, "en")
+            members[stem.format(p=pair) + f".{lang}"] = news(f"en-{lang}", source, lang)
+            corpora[lang].append({"archive": name, "src": stem.format(p=pair) + ".en", "tgt": stem.format(p=pair) + f".{lang}"})
+        tar = make_tar(server_root / path, members)
         archives[name] = {"url": f"http://www.statmt.org/{path}", "sha256": sha256(tar)}
-        corpora.append({"archive": name, "src": f"{stem}.en", "tgt": f"{stem}.de"})
-    sgm = {f"dev/newstest2014-deen-{side}.sgm": gzip.open(shared("wmt14", "sgm", f"newstest2014-deen-{side}.sgm.gz")).read()
-           for side in ("src.en", "ref.de")}
-    plain = {f"dev/newstest2013.{lang}": shared("wmt14", "en-de", f"newstest2013.{lang}").read_bytes() for lang in ("en", "de")}
-    dev = make_tar(server_root / "wmt19/translation-task/dev.tgz", {**plain, **sgm})
+    giga = make_tar(server_root / "wmt10/training-giga-fren.tar",
+                    {f"giga-fren.release2.fixed.{lang}.gz": gzip.compress(news("en-fr", "newstest2012", lang)) for lang in ("en", "fr")},
+                    mode="w")
+    archives["giga-fren"] = {"url": "http://www.statmt.org/wmt10/training-giga-fren.tar", "sha256": sha256(giga)}
+    corpora["fr"].append({"archive": "giga-fren", "src": "giga-fren.release2.fixed.en.gz", "tgt": "giga-fren.release2.fixed.fr.gz"})
+    dev_members = {}
+    for lang, pair in (("de", "deen"), ("fr", "fren")):
+        for side in (f"src.en", f"ref.{lang}"):
+            dev_members[f"dev/newstest2014-{pair}-{side}.sgm"] = gzip.open(shared("wmt14", "sgm", f"newstest2014-{pair}-{side}.sgm.gz")).read()
+        for l in ("en", lang):
+            dev_members[f"dev/newstest2013.{l}"] = shared("wmt14", f"en-{lang}", f"newstest2013.{l}").read_bytes()
+    dev = make_tar(server_root / "wmt19/translation-task/dev.tgz", dev_members)
     archives["dev"] = {"url": "http://data.statmt.org/wmt19/translation-task/dev.tgz", "sha256": sha256(dev)}
     paper = yaml.safe_load((ROOT / "config.yaml").read_text())
-    dataset = {**paper["datasets"]["wmt14-en-de"], "train": corpora, "vocab": {"model_type": "bpe", "size": 2000, "shared": True}}
-    return {"archives": archives, "datasets": {"wmt14-en-de": dataset}, "presets": paper["presets"],
-            "experiments": {"base-en-de": paper["experiments"]["base-en-de"]}}
+    datasets = {f"wmt14-en-{lang}": {**paper["datasets"][f"wmt14-en-{lang}"], "train": corpora[lang],
+                                     "vocab": {"model_type": paper["datasets"][f"wmt14-en-{lang}"]["vocab"]["model_type"],
+                                               "size": 2000, "shared": True}} for lang in ("de", "fr")}
+    return {"archives": archives, "datasets": datasets, "presets": paper["presets"],
+            "experiments": {k: paper["experiments"][k] for k in ("base-en-de", "base-en-fr")}}
 
 
 def test_data_stages_of_the_dag_against_a_local_server(tmp_path):
@@ -263,4 +279,10 @@ def test_data_stages_of_the_dag_against_a_local_server(tmp_path):
     assert len(encoded.read(data / "newstest2013.bin")) == 3000
     assert len(list(read_lines(data / "newstest2014.tgt"))) == 3003
     assert (data / "spm.src.model").read_bytes() == (data / "spm.tgt.model").read_bytes()  # shared vocabulary
+    fr = tmp_path / "results/data/wmt14-en-fr"
+    fr_report = json.loads((fr / "train.report.json").read_text())
+    assert [c["pairs"] for c in fr_report["corpora"]] == [2489, 3003, 2525, 3003]  # + the .gz members of a plain tar
+    assert len(encoded.read(fr / "train.bin")) == fr_report["kept"] and len(encoded.read(fr / "newstest2013.bin")) == 3000
+    assert list(read_lines(fr / "newstest2014.tgt"))[:5] == [" ".join(x.split(" ")) for x in sgml_segments(
+        shared("wmt14", "sgm", "newstest2014-fren-ref.fr.sgm.gz"))[:5]]
     assert not list((tmp_path / "results/downloads").glob("*.part"))
