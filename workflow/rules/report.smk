@@ -30,7 +30,7 @@ rule figures:
     log:
         LAYOUT.log("figures", "{experiment}"),
     conda:
-        "../../envs/report.yaml"
+        "../../envs/torch.yaml"
     params:
         metrics=lambda w: LAYOUT.metrics(w.experiment),
     shell:
