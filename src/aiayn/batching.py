@@ -66,26 +66,68 @@ class Batch:
         return Batch(move(self.src), move(self.tgt_in), move(self.tgt_out), self.src_tokens, self.tgt_tokens)
 
 
-def collate(corpus: Corpus, indices: np.ndarray) -> Batch:
-    """Pad the pairs `indices` of `corpus` into one Batch."""
-    src_len = corpus.src_lengths[indices] + 1
-    tgt_len = corpus.tgt_lengths[indices] + 1
-    B = len(indices)
-    src = np.full((B, int(src_len.max())), PAD, dtype=np.int64)
-    tgt_in = np.full((B, int(tgt_len.max())), PAD, dtype=np.int64)
+def _gather(tokens: np.ndarray, offsets: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Sentences `indices` of one side as (row, column, token) triples plus their lengths, without a Python loop."""
+    starts = offsets[indices]
+    lengths = offsets[indices + 1] - starts
+    rows = np.repeat(np.arange(len(indices)), lengths)
+    cols = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return rows, cols, np.asarray(tokens[np.repeat(starts, lengths) + cols], dtype=np.int64), lengths
+
+
+def collate(corpus: Corpus, indices: np.ndarray, pin: bool | None = None) -> Batch:
+    """Pad the pairs `indices` of `corpus` into one Batch (in pinned memory when a GPU is there)."""
+    indices = np.asarray(indices)
+    B, every = len(indices), np.arange(len(indices))
+    rows, cols, toks, src_len = _gather(corpus.src_tokens, corpus.src_offsets, indices)
+    src = np.full((B, int(src_len.max()) + 1), PAD, dtype=np.int64)
+    src[rows, cols] = toks
+    src[every, src_len] = EOS
+    rows, cols, toks, tgt_len = _gather(corpus.tgt_tokens, corpus.tgt_offsets, indices)
+    tgt_in = np.full((B, int(tgt_len.max()) + 1), PAD, dtype=np.int64)
     tgt_out = np.full_like(tgt_in, PAD)
-    for row, i in enumerate(indices):
-        s, t = corpus.src(i), corpus.tgt(i)
-        src[row, : len(s)] = s
-        src[row, len(s)] = EOS
-        tgt_in[row, 0] = BOS
-        tgt_in[row, 1 : len(t) + 1] = t
-        tgt_out[row, : len(t)] = t
-        tgt_out[row, len(t)] = EOS
+    tgt_in[:, 0] = BOS
+    tgt_in[rows, cols + 1] = toks
+    tgt_out[rows, cols] = toks
+    tgt_out[every, tgt_len] = EOS
     tensors = [torch.from_numpy(a) for a in (src, tgt_in, tgt_out)]
-    if torch.cuda.is_available():
+    if torch.cuda.is_available() if pin is None else pin:
         tensors = [t.pin_memory() for t in tensors]
-    return Batch(*tensors, src_tokens=int(src_len.sum()), tgt_tokens=int(tgt_len.sum()))
+    return Batch(*tensors, src_tokens=int(src_len.sum()) + B, tgt_tokens=int(tgt_len.sum()) + B)
+
+
+class Prefetcher:
+    """Collates (and pins) the micro-batches of coming updates in a background thread, so that the
+    host prepares update u + 1 while the GPU runs update u. `make(step)` builds one update's data;
+    `get(step)` returns it, and queues the next `depth` steps. depth 0: everything in the caller."""
+
+    def __init__(self, make, depth: int = 2):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.make, self.depth = make, depth
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="aiayn-prefetch") if depth > 0 else None
+        self.pending: dict = {}
+
+    def get(self, step: int):
+        if self.pool is None:
+            return self.make(step)
+        future = self.pending.pop(step, None)
+        if future is None:  # first call, or a jump (resume): start afresh
+            for stale in self.pending.values():
+                stale.cancel()
+            self.pending = {}
+            future = self.pool.submit(self.make, step)
+        for ahead in range(step + 1, step + 1 + self.depth):
+            if ahead not in self.pending:
+                self.pending[ahead] = self.pool.submit(self.make, ahead)
+        return future.result()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            for future in self.pending.values():
+                future.cancel()
+            self.pool.shutdown(wait=True)
+            self.pool = None
 
 
 class Batcher:

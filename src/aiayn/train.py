@@ -25,7 +25,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from aiayn import checkpoint as ckpt
-from aiayn.batching import Batcher, collate, micro_batch_budget
+from aiayn.batching import Batcher, Prefetcher, collate, micro_batch_budget
 from aiayn.encoded import PAD, Corpus
 from aiayn.errors import UserError
 from aiayn.hardware import model_flops, peak_flops
@@ -55,11 +55,12 @@ def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, eps_ls: floa
 
 @dataclass
 class Env:
-    """Where this process runs: rank, world size and device."""
+    """Where this process runs: rank, world size and device; `agents`: torchrun agents (srun tasks)."""
 
     rank: int = 0
     world_size: int = 1
     device: torch.device = torch.device("cpu")
+    agents: int = 1
 
     @property
     def main(self) -> bool:
@@ -78,7 +79,7 @@ def setup(device: str = "auto") -> Env:
         torch.cuda.set_device(dev)
     if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
-    return Env(rank, world, dev)
+    return Env(rank, world, dev, agents=int(os.environ.get("GROUP_WORLD_SIZE", "1")))
 
 
 def precision(setting: str, device: torch.device) -> tuple[torch.dtype | None, bool]:
@@ -159,6 +160,9 @@ class Trainer:
         self.model = build(self.model_cfg, env.device)
         self.params = count_parameters(self.model)
         self.ddp = torch.nn.parallel.DistributedDataParallel(self.model) if env.world_size > 1 else None
+        self.forward = self.ddp or self.model
+        if self.tr.get("compile"):  # shapes vary from batch to batch: compile for dynamic shapes once
+            self.forward = torch.compile(self.forward, dynamic=True)
         self.optimizer = torch.optim.Adam(
             self.model.parameters(), lr=1.0, betas=(self.tr["adam_beta1"], self.tr["adam_beta2"]), eps=self.tr["adam_eps"],
             **({"fused": True} if env.device.type == "cuda" else {}),
@@ -172,6 +176,7 @@ class Trainer:
             train, budget=budget, seed=self.tr["seed"], per_update=self.accumulation * env.world_size,
             max_padded=self.tr["max_tokens"],
         )
+        self.prefetcher = Prefetcher(self.prepare, depth=self.tr.get("prefetch", 2))
         self.step = 0
         self._first_bad = torch.zeros((), dtype=torch.long, device=env.device)  # first non-finite step, 0 = none
 
@@ -237,17 +242,25 @@ class Trainer:
         return path
 
     # -- one update --------------------------------------------------------------------------------
+    def prepare(self, step: int) -> tuple[list, int, int]:
+        """Update `step`'s data: this rank's collated micro-batches, and the tokens of all ranks (src, tgt).
+        Runs in the prefetch thread."""
+        micro = self.batcher.update(step)
+        src_tokens = sum(int(self.batcher.src_len[b].sum()) for b in micro)
+        tgt_tokens = sum(int(self.batcher.tgt_len[b].sum()) for b in micro)
+        mine = micro[self.env.rank * self.accumulation : (self.env.rank + 1) * self.accumulation]
+        return [collate(self.train_data, indices) for indices in mine], src_tokens, tgt_tokens
+
     def update(self) -> tuple[torch.Tensor, int, int]:
         """One optimizer step over this rank's micro-batches; returns (summed loss, src and tgt tokens of all ranks)."""
-        micro = self.batcher.update(self.step + 1)
-        tgt_tokens = sum(int(self.batcher.tgt_len[b].sum()) for b in micro)
-        src_tokens = sum(int(self.batcher.src_len[b].sum()) for b in micro)
-        mine = micro[self.env.rank * self.accumulation : (self.env.rank + 1) * self.accumulation]
-        module = self.ddp or self.model
+        mine, src_tokens, tgt_tokens = self.prefetcher.get(self.step + 1)
+        module = self.forward
         self.optimizer.zero_grad(set_to_none=True)
         total = torch.zeros((), device=self.env.device)
-        for j, indices in enumerate(mine):
-            batch = collate(self.train_data, indices).to(self.env.device)
+        first = self.step * self.batcher.per_update + self.env.rank * self.accumulation
+        for j, host_batch in enumerate(mine):
+            batch = host_batch.to(self.env.device)  # pinned memory: an asynchronous copy
+            seed_dropout(self.tr["seed"], first + j, self.env.device)
             sync = self.ddp is None or j == len(mine) - 1
             with contextlib.nullcontext() if sync else self.ddp.no_sync(), self.autocast():
                 logits = module(batch.src, batch.tgt_in)  # (B, T, V)
@@ -368,6 +381,13 @@ def format_progress(rec: dict, total: int) -> str:
 
 def run(trainer: Trainer, stop, *, max_updates: int | None = None) -> int:
     """Train until the configured steps (or `max_updates` more, or a stop); return the exit code."""
+    try:
+        return _run(trainer, stop, max_updates)
+    finally:
+        trainer.prefetcher.close()
+
+
+def _run(trainer: Trainer, stop, max_updates: int | None) -> int:
     t, env, total, files = trainer, trainer.env, trainer.tr["steps"], trainer.files
     files.checkpoints.mkdir(parents=True, exist_ok=True)
     t.resume()
@@ -404,14 +424,25 @@ def run(trainer: Trainer, stop, *, max_updates: int | None = None) -> int:
     return EXIT_DONE
 
 
+def seed_dropout(seed: int, micro_batch: int, device: torch.device) -> None:
+    """Dropout masks drawn from the global index of the micro-batch: the same masks for the same
+    micro-batch whichever process runs it, so 2 processes train exactly as 1 with accumulation 2."""
+    value = (seed * 1_000_003 + micro_batch) % (2**63)
+    if device.type == "cuda":
+        torch.cuda.manual_seed(value)  # this device's generator only; no synchronisation
+    else:
+        torch.manual_seed(value)
+
+
 def start_record(t: Trainer) -> None:
     env = t.env
     name = torch.cuda.get_device_name(env.device) if env.device.type == "cuda" else "cpu"
     write_metric(t.files.metrics, {
-        "event": "start", "step": t.step, "world_size": env.world_size, "accumulation": t.accumulation,
+        "event": "start", "step": t.step, "world_size": env.world_size, "agents": env.agents, "accumulation": t.accumulation,
         "budget": t.batcher.budget, "params": t.params, "device_name": name, "wall": time.time(),
     })
-    t.log(f"training {t.settings['name']}: {t.params:,} parameters on {env.world_size} x {name}, "
+    t.log(f"training {t.settings['name']}: {t.params:,} parameters on {env.world_size} x {name}"
+          f"{f' ({env.agents} launcher tasks)' if env.agents > 1 else ''}, "
           f"{t.accumulation} micro-batch(es) of <= {t.batcher.budget} tokens per side per process, "
           f"step {t.step} -> {t.tr['steps']}")
 
