@@ -8,7 +8,7 @@ import pytest
 
 from aiayn import config as cfg
 from aiayn.config import ConfigError
-from aiayn.launch import launcher
+from aiayn.launch import LaunchError, launcher
 from aiayn.study import Study, gradient_accumulation
 
 
@@ -83,8 +83,20 @@ def test_gradient_accumulation_keeps_tokens_per_update(tokens, max_tokens, world
 def test_launcher():
     assert launcher(0) == "python" and launcher(1) == "python"
     assert launcher(8) == "torchrun --standalone --nnodes 1 --nproc-per-node 8"
-    multi = launcher(16, nodes=2)
-    assert multi.startswith("srun --ntasks 2 --ntasks-per-node 1 torchrun --nnodes 2 --nproc-per-node 8")
-    assert "--rdzv-backend c10d" in multi
-    with pytest.raises(ValueError, match="do not divide evenly"):
-        launcher(12, nodes=5)
+    multi = launcher(16, nodes=2, tasks=2, mpi="srun")
+    assert multi.startswith("srun -n 2 --ntasks-per-node 1 --gpus-per-task 8 torchrun --nnodes 2 --nproc-per-node 8")
+    assert "--rdzv-backend c10d --rdzv-id $SLURM_JOB_ID" in multi
+    assert ":$((29500 + SLURM_JOB_ID % 2000))" in multi  # two jobs on one node do not share a port
+    # two tasks on one node (the CI's Slurm), one GPU each; CPU-only: no GPU binding
+    assert launcher(2, tasks=2, mpi="srun").startswith("srun -n 2 --ntasks-per-node 2 --gpus-per-task 1 torchrun --nnodes 2 --nproc-per-node 1")
+    assert launcher(0, tasks=2, mpi="srun").startswith("srun -n 2 --ntasks-per-node 2 torchrun --nnodes 2 --nproc-per-node 1")
+    with pytest.raises(LaunchError, match="train:tasks=2 and train:mpi=srun"):
+        launcher(16, nodes=2)
+    with pytest.raises(LaunchError, match="also set train:mpi=srun"):
+        launcher(16, nodes=2, tasks=2)
+    with pytest.raises(LaunchError, match="do not divide evenly"):
+        launcher(12, nodes=5, tasks=5, mpi="srun")
+    with pytest.raises(LaunchError, match="does not divide evenly over train:nodes=2"):
+        launcher(12, nodes=2, tasks=3, mpi="srun")
+    with pytest.raises(LaunchError, match="train:gpu must be a whole number"):
+        launcher("8")

@@ -94,6 +94,20 @@ def test_dry_run_with_slurm_profile_as_typed():
     assert profile["executor"] == "slurm" and profile["jobs"] > 0
 
 
+def test_multi_node_training_through_the_slurm_profile():
+    """Two nodes of 8 GPUs: one srun task per node, each a torchrun agent; a half-set request fails by name."""
+    run = snakemake("-n", "-p", "--cores", "8", "--profile", "slurm",
+                    "--set-resources", "train:gpu=16", "train:nodes=2", "train:tasks=2", "train:mpi=srun")
+    assert run.returncode == 0, run.stderr[-3000:]
+    train = [j for j in planned_jobs(run.stdout + run.stderr) if j["rule"] == "train"]
+    assert len(train) == N_EXPERIMENTS
+    assert all("srun -n 2 --ntasks-per-node 1 --gpus-per-task 8 torchrun --nnodes 2 --nproc-per-node 8" in j["shell"]
+               for j in train)
+    half = snakemake("-n", "--cores", "8", "--profile", "slurm", "--set-resources", "train:gpu=16", "train:nodes=2")
+    assert half.returncode != 0
+    assert "set train:tasks=2 and train:mpi=srun" in half.stdout + half.stderr
+
+
 def test_workstation_profile():
     run = snakemake("-n", "--profile", "profiles/workstation")
     assert run.returncode == 0, run.stderr[-2000:]

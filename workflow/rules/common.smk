@@ -17,7 +17,7 @@ shell.prefix(
 from snakemake.exceptions import WorkflowError
 
 from aiayn.config import ConfigError, validate
-from aiayn.launch import launcher
+from aiayn.launch import LaunchError, launcher
 from aiayn.layout import Layout, mirrored
 from aiayn.study import Study
 
@@ -120,3 +120,13 @@ def treebank_settings(dataset):
 def get_treebank_archive(wildcards):
     name = STUDY.dataset(wildcards.dataset).get("treebank_archive")
     return [LAYOUT.download(STUDY.archive_file(name))] if name else []
+
+
+def train_launcher(resources):
+    """`python`, `torchrun ...` or `srun ... torchrun ...` for a training job's resources."""
+    try:
+        return launcher(
+            resources.gpu, resources.nodes, resources.tasks, resources.get("mpi")
+        )
+    except LaunchError as exc:
+        raise WorkflowError(str(exc)) from None

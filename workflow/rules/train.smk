@@ -20,6 +20,7 @@ rule resolve_experiment:
 
 # GPUs per training job: the `gpu` resource (total over the job's `nodes`), set in the profile
 # (profiles/slurm: 8, the paper's one machine with 8 GPUs) or with --set-resources train:gpu=N.
+# Several nodes (or Slurm tasks): train:nodes=N, train:tasks=N, train:mpi=srun (aiayn.launch).
 # The trainer derives gradient accumulation from the world size, so the tokens per update stay
 # the paper's ~25k + 25k at any GPU count. Step checkpoints are not declared outputs, so a failed
 # or preempted job keeps them and the retry resumes from the newest one.
@@ -45,11 +46,12 @@ rule train:
     resources:
         gpu=1,
         nodes=1,
+        tasks=1,
         tasks_per_gpu=0,
         mem_mb=64000,
         runtime=24 * 60,
     params:
-        launch=lambda w, resources: launcher(resources.gpu, resources.nodes),
+        launch=lambda w, resources: train_launcher(resources),
         checkpoints=lambda w: LAYOUT.checkpoints(w.experiment),
     shell:
         "{params.launch} -m aiayn train --settings {input.settings} --train {input.train} --dev {input.dev}"
