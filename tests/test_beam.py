@@ -13,7 +13,7 @@ from aiayn.translate import length_sorted_batches, max_steps, translate
 
 BOS, EOS, A, B, C = 2, 3, 4, 5, 6
 V = 7
-TINY = 1e-9  # probability of every token a table does not list
+TINY = 1e-9  # about the probability of every token a table does not list (distinct: no ties)
 
 
 class Scripted:
@@ -25,7 +25,7 @@ class Scripted:
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         self.calls += 1
         self.prefixes = [p + (int(t),) if int(t) != BOS else p for p, t in zip(self.prefixes, tokens)]
-        out = torch.full((len(self.prefixes), V), TINY, dtype=torch.float64)
+        out = (TINY * (1 + torch.arange(V, dtype=torch.float64) / 100)).repeat(len(self.prefixes), 1)
         for row, prefix in enumerate(self.prefixes):
             for token, p in self.table.get(prefix, {}).items():
                 out[row, token] = p
@@ -81,7 +81,11 @@ def test_early_stop_when_no_live_hypothesis_can_win():
     assert best[0].tokens == [] and model.calls == 1  # live log .4 can only fall below finished log .6: stop
     # with a length penalty the bound is log P / lp(max length): a live hypothesis may still win
     (best,), model = search(early, beam=2, alpha=0.6, limit=50)
-    assert best[0].tokens == [] and model.calls == 3  # A A ends up at ~1e-9: then it cannot
+    # k = 2 finished: EOS (log .6) and, at step 3, A A EOS (log 4.1e-10 / lp(3) = -18.2). The best live
+    # hypothesis, A A then ~1e-9 per token (log -21.6, -42.2, -63.3, -84.4 after steps 3..6), is
+    # bounded by log P / lp(50) = log P / 3.78: -16.7 after step 5 can still beat -18.2, -22.3
+    # after step 6 cannot: 6 steps
+    assert best[0].tokens == [] and model.calls == 6
     (best,), model = search(TABLE, beam=2, alpha=0.0, limit=50)
     assert model.calls == 3  # after step 2, live A C (.3) can still beat finished A (.2): one more step
 
@@ -103,7 +107,7 @@ def test_batched_sentences_do_not_mix():
         def step(self, tokens):
             self.calls += 1
             self.prefixes = [p + (int(t),) if int(t) != BOS else p for p, t in zip(self.prefixes, tokens)]
-            out = torch.full((len(self.prefixes), V), TINY, dtype=torch.float64)
+            out = (TINY * (1 + torch.arange(V, dtype=torch.float64) / 100)).repeat(len(self.prefixes), 1)
             for row, (prefix, who) in enumerate(zip(self.prefixes, self.owner)):
                 for token, p in (TABLE if who == 0 else other).get(prefix, {}).items():
                     out[row, token] = p

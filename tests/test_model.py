@@ -147,6 +147,29 @@ def test_reordering_the_state_follows_the_batch():
     torch.testing.assert_close(out, model(src[order], tgt[order])[:, 1:], rtol=1e-10, atol=1e-10)
 
 
+def test_a_beam_shares_its_sentence_memory_through_reorders_and_dropped_sentences():
+    """group=2: the memory's keys/values are kept once per sentence; hypotheses reordered within
+    their sentence, then a sentence leaving, give the full forward pass of every row's prefix."""
+    model = small()
+    src, _ = batch(B=3, S=5)
+    memory, mask = model.encode(src)
+    state = model.init_state(memory, mask, max_len=4, group=2)
+    assert state.layers[0].cross_k.size(0) == 3 and state.layers[0].k.size(0) == 6
+    sentence, prefixes = [0, 0, 1, 1, 2, 2], [[] for _ in range(6)]
+    plans = [[1, 0, 3, 3, 5, 4], [0, 0, 4, 5], [1, 0, 3, 2]]  # the second drops sentence 1
+    g = torch.Generator().manual_seed(3)
+    for t in range(4):
+        tokens = torch.randint(1, 50, (len(sentence),), generator=g)
+        out = model.decode_step(tokens, state)
+        prefixes = [p + [int(x)] for p, x in zip(prefixes, tokens)]
+        expected = model(src[sentence], torch.tensor(prefixes))[:, -1]
+        torch.testing.assert_close(out, expected, rtol=1e-10, atol=1e-10)
+        if t < 3:
+            state.reorder(torch.tensor(plans[t]))
+            sentence, prefixes = [sentence[i] for i in plans[t]], [prefixes[i] for i in plans[t]]
+    assert state.layers[0].cross_k.size(0) == 2 and state.src_mask.size(0) == 2
+
+
 # -- parameter accounting --------------------------------------------------------------------------
 def analytic_count(N, d_model, d_ff, h, d_k, d_v, vocab=37000, learned=0):
     """Parameters of the §3 architecture counted by hand (tied embeddings, biases on every linear)."""

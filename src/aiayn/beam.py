@@ -67,8 +67,13 @@ def beam_search(
             forced = torch.full_like(logp[0, 0], float("-inf"))
             forced[eos] = 0.0
             logp[last] = logp[last] + forced
-        top_s, top_i = (scores.unsqueeze(-1) + logp).view(len(active), k * V).topk(min(2 * k, k * V), dim=1)
-        top_beam, top_tok = top_i // V, top_i % V  # (A, 2k)
+        # the 2k best of k·V extensions are among the 2k best tokens of each hypothesis (its score
+        # is one constant per row): a top-2k per row, then over the k·2k candidates, never adding
+        # the scores to the whole (A, k, V) table
+        n = min(2 * k, V)
+        row_s, row_tok = logp.topk(n, dim=2)  # (A, k, n)
+        top_s, top_j = (scores.unsqueeze(-1) + row_s).view(len(active), k * n).topk(min(2 * k, k * n), dim=1)
+        top_beam, top_tok = top_j // n, row_tok.view(len(active), k * n).gather(1, top_j)  # (A, 2k)
         is_eos = top_tok == eos
         _collect_finished(finished, active, history, top_s, top_beam, is_eos, length_penalty(t + 1, alpha))
         alive_s, pick = top_s.masked_fill(is_eos, float("-inf")).topk(k, dim=1)  # (A, k), best first

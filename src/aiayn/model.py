@@ -208,8 +208,11 @@ class DecoderLayer(nn.Module):
             return self.self_attn.attend(q, k, v, None)  # the prefix holds no future positions
 
         def cross_attention(y: Tensor) -> Tensor:
-            q = self.cross_attn.split(self.cross_attn.W_q(y), self.cross_attn.d_k)
-            return self.cross_attn.attend(q, cache.cross_k, cache.cross_v, src_mask)
+            # the `group` rows of a sentence (its beam) share the sentence's memory: they attend as
+            # `group` query positions of one row, so the memory's keys/values exist once per sentence
+            attn, rows, g = self.cross_attn, y.size(0), cache.group
+            q = attn.W_q(y).view(rows // g, g, attn.h, attn.d_k).transpose(1, 2)  # (A, h, g, d_k)
+            return attn.attend(q, cache.cross_k, cache.cross_v, src_mask).reshape(rows, 1, -1)
 
         x = self.sub[0](x, self_attention)
         x = self.sub[1](x, cross_attention)
@@ -218,13 +221,15 @@ class DecoderLayer(nn.Module):
 
 class LayerCache:
     """Keys/values of one decoder layer: self-attention grows by one position per step (in a
-    preallocated buffer); encoder-decoder keys/values are computed once from the memory."""
+    preallocated buffer, one row per hypothesis); encoder-decoder keys/values are computed once
+    from the memory, one row per sentence, shared by the `group` hypotheses of its beam."""
 
-    def __init__(self, cross_k: Tensor, cross_v: Tensor, max_len: int, h: int, d_k: int, d_v: int):
-        B = cross_k.size(0)
-        self.cross_k, self.cross_v = cross_k, cross_v  # (B, h, S, d_k), (B, h, S, d_v)
-        self.k = cross_k.new_empty(B, h, max_len, d_k)
-        self.v = cross_v.new_empty(B, h, max_len, d_v)
+    def __init__(self, cross_k: Tensor, cross_v: Tensor, max_len: int, h: int, d_k: int, d_v: int, group: int = 1):
+        rows = cross_k.size(0) * group
+        self.group = group
+        self.cross_k, self.cross_v = cross_k, cross_v  # (A, h, S, d_k), (A, h, S, d_v)
+        self.k = cross_k.new_empty(rows, h, max_len, d_k)
+        self.v = cross_v.new_empty(rows, h, max_len, d_v)
         self.length = 0
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
@@ -235,26 +240,42 @@ class LayerCache:
         self.length += 1
         return self.k[:, :, : self.length], self.v[:, :, : self.length]  # (B, h, t, d_k), (B, h, t, d_v)
 
-    def reorder(self, index: Tensor) -> None:
-        """Keep batch rows `index` (beam search reordering hypotheses)."""
+    def reorder(self, index: Tensor, sentences: Tensor | None) -> None:
+        """Keep hypothesis rows `index`, and sentence rows `sentences` of the memory (None: all)."""
         self.k = self.k.index_select(0, index)
         self.v = self.v.index_select(0, index)
-        self.cross_k = self.cross_k.index_select(0, index)
-        self.cross_v = self.cross_v.index_select(0, index)
+        if sentences is not None:
+            self.cross_k = self.cross_k.index_select(0, sentences)
+            self.cross_v = self.cross_v.index_select(0, sentences)
 
 
 class DecoderState:
-    """Everything incremental decoding carries from one step to the next."""
+    """Everything incremental decoding carries from one step to the next.
 
-    def __init__(self, layers: list[LayerCache], src_mask: Tensor):
+    With group g > 1 (a beam of g), rows are sentence-major (row a·g + j is hypothesis j of
+    sentence a), and `reorder` must keep them so: each block of g new rows comes from one
+    sentence's rows, sentences stay in order, finished ones may leave (what beam search does).
+    The memory is then only touched when a sentence leaves.
+    """
+
+    def __init__(self, layers: list[LayerCache], src_mask: Tensor, group: int = 1):
         self.layers = layers
-        self.src_mask = src_mask  # (B, 1, 1, S)
+        self.src_mask = src_mask  # (A, 1, 1, S), one row per sentence
+        self.group = group
         self.position = 0
 
     def reorder(self, index: Tensor) -> None:
+        """Row i of the state becomes old row index[i]."""
+        if self.group == 1:
+            sentences = index
+        elif index.numel() // self.group == self.src_mask.size(0):
+            sentences = None  # the same sentences, hypotheses reordered within each
+        else:
+            sentences = index.view(-1, self.group)[:, 0] // self.group
         for layer in self.layers:
-            layer.reorder(index)
-        self.src_mask = self.src_mask.index_select(0, index)
+            layer.reorder(index, sentences)
+        if sentences is not None:
+            self.src_mask = self.src_mask.index_select(0, sentences)
 
 
 class Transformer(nn.Module):
@@ -310,13 +331,15 @@ class Transformer(nn.Module):
         memory, mask = self.encode(src)
         return self.decode(tgt_in, memory, mask)
 
-    def init_state(self, memory: Tensor, src_mask: Tensor, max_len: int) -> DecoderState:
-        """Cache for `max_len` decoding steps: encoder-decoder keys/values computed once per layer."""
+    def init_state(self, memory: Tensor, src_mask: Tensor, max_len: int, group: int = 1) -> DecoderState:
+        """Cache for `max_len` decoding steps of `group` hypotheses per sentence of memory (A, S, d_model):
+        encoder-decoder keys/values computed once per layer and sentence."""
         cfg = self.cfg
         caches = [
-            LayerCache(*layer.cross_attn.keys_values(memory), max_len, cfg.h, cfg.d_k, cfg.d_v) for layer in self.decoder
+            LayerCache(*layer.cross_attn.keys_values(memory), max_len, cfg.h, cfg.d_k, cfg.d_v, group)
+            for layer in self.decoder
         ]
-        return DecoderState(caches, src_mask)
+        return DecoderState(caches, src_mask, group)
 
     def decode_step(self, tokens: Tensor, state: DecoderState) -> Tensor:
         """tokens (B,) at position state.position -> logits (B, tgt_vocab) of the next token."""

@@ -48,8 +48,7 @@ def search_batch(model: Transformer, src: list[list[int]], *, beam: int, alpha: 
     limits = [max_steps(len(s), a, b, cap) for s in src]
     with autocast():
         memory, mask = model.encode(x.to(device))  # (B, S, d_model)
-        memory, mask = memory.repeat_interleave(beam, 0), mask.repeat_interleave(beam, 0)
-        state = model.init_state(memory, mask, max_len=max(limits))
+        state = model.init_state(memory, mask, max_len=max(limits), group=beam)  # memory once per sentence
 
         def step(tokens: torch.Tensor) -> torch.Tensor:
             return F.log_softmax(model.decode_step(tokens, state).float(), dim=-1)  # (rows, V)
