@@ -17,11 +17,14 @@ def test_cost_formula_reproduces_the_papers_figures():
     assert paper_cost(1, 1, "cpu") is None
 
 
-def fabricate(results, name, testset, bleu, steps_done, *, sacre=None, hours=2.0, gpus=8, device="NVIDIA H100 80GB HBM3"):
+def fabricate(results, name, testset, bleu, steps_done, *, sacre=None, hours=2.0, gpus=8, device="NVIDIA H100 80GB HBM3",
+              precision=None):
     folder = results / name
     folder.mkdir(parents=True)
     start = 1_000_000.0
     lines = [{"event": "start", "step": 0, "world_size": gpus, "device_name": device, "params": 1_000_000, "wall": start}]
+    if precision:
+        lines[0]["precision"] = precision
     lines += [{"step": s, "loss": 2.0, "lr": 1e-3, "tgt_tokens_per_update": 25000, "wall": start + hours * 3600 * s / steps_done}
               for s in (steps_done // 2, steps_done)]
     lines += [{"step": steps_done, "dev_ppl": 4.9, "dev_nll": 1.59}]
@@ -55,6 +58,12 @@ def test_table2_cells_deltas_and_pending(tmp_path):
     assert table[0]["bleu"] == "27.9" and "| base-en-de | done | 27.30 | 27.90 | 0.60 | 27.10 |" in md
     assert "| big-en-de | pending (step 120000/300000) | 28.40 |" in md
     assert "Transformer (big)" in md  # the paper's rows for context
+
+
+def test_table2_mfu_against_the_peak_of_the_runs_own_arithmetic(tmp_path):
+    fabricate(tmp_path, "base-en-de", "newstest2014", 27.9, 100000, precision="fp32")
+    (row,) = build(2, tmp_path, [spec("base-en-de", 27.3)])
+    assert row["mfu"] == pytest.approx(6 * 1e6 * 25000 * 100000 / (2 * 3600 * 8 * 67e12))  # H100 fp32, not bf16
 
 
 def test_table3_changes_against_base(tmp_path):

@@ -6,7 +6,6 @@ renamed to `<out>` only once its sha256 matches the configured one; a mismatch r
 
 from __future__ import annotations
 
-import hashlib
 import http.client
 import os
 import shutil
@@ -16,20 +15,13 @@ import urllib.request
 from pathlib import Path
 
 from aiayn.errors import UserError
+from aiayn.io import file_sha256
 
 BLOCK = 1 << 20
 
 
 class Incomplete(IOError):
     """The server sent fewer bytes than it announced."""
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(BLOCK), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def fetch(url: str, part: Path, timeout: float) -> None:

@@ -7,7 +7,6 @@ chunks whatever the corpus size (EN-FR: 36M pairs).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 from itertools import zip_longest
@@ -17,14 +16,7 @@ import numpy as np
 
 from aiayn import encoded
 from aiayn.errors import UserError
-
-
-def sha256(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+from aiayn.io import file_sha256
 
 
 def read_pairs(src: str, tgt: str, chunk: int):
@@ -82,8 +74,8 @@ def encode_corpus(src: str, tgt: str, spm_src: str, spm_tgt: str, out: str, *, t
                 carry = int(part[-1])
             toks = np.memmap(os.path.join(tmp, f"{side}_tok"), dtype=dtype, mode="r", shape=(tokens[side],)) if tokens[side] else np.empty(0, dtype)
             arrays[side] = (toks, offsets)
-        meta = {"src_vocab": sizes["src"], "tgt_vocab": sizes["tgt"], "spm_src_sha256": sha256(spm_src),
-                "spm_tgt_sha256": sha256(spm_tgt), "src_tokens": tokens["src"], "tgt_tokens": tokens["tgt"],
+        meta = {"src_vocab": sizes["src"], "tgt_vocab": sizes["tgt"], "spm_src_sha256": file_sha256(spm_src),
+                "spm_tgt_sha256": file_sha256(spm_tgt), "src_tokens": tokens["src"], "tgt_tokens": tokens["tgt"],
                 "longest_src": longest["src"], "longest_tgt": longest["tgt"], "source_files": [str(src), str(tgt)]}
         encoded.write(out, arrays["src"], arrays["tgt"], dtype=dtype, meta=meta)
     return {"pairs": pairs, **meta}

@@ -53,7 +53,8 @@ def paper_cost(hours: float, gpus: int, gpu: str) -> float | None:
 
 def read_metrics(path: Path) -> dict:
     """Training facts from metrics.jsonl: step, wall hours, GPUs, device, target tokens, dev perplexity."""
-    out = {"step": 0, "hours": 0.0, "gpus": None, "device": None, "params": None, "tgt_tokens": 0.0, "dev_ppl": None}
+    out = {"step": 0, "hours": 0.0, "gpus": None, "device": None, "precision": None, "params": None, "tgt_tokens": 0.0,
+           "dev_ppl": None}
     if not path.exists():
         return out
     start = last_wall = None
@@ -64,7 +65,8 @@ def read_metrics(path: Path) -> dict:
             if start is not None and last_wall is not None:
                 out["hours"] += (last_wall - start) / 3600
             start, last_wall, prev_step = rec["wall"], rec["wall"], rec["step"]
-            out.update(gpus=rec["world_size"], device=rec["device_name"], params=rec["params"])
+            out.update(gpus=rec["world_size"], device=rec["device_name"], params=rec["params"],
+                       precision=rec.get("precision", "bf16"))
         elif "loss" in rec:
             out["tgt_tokens"] += rec["tgt_tokens_per_update"] * (rec["step"] - prev_step)
             prev_step, last_wall = rec["step"], rec["wall"]
@@ -97,7 +99,7 @@ def table2(results: Path, experiments: list[dict]) -> list[dict]:
         ours = s["tokenized_bleu"]["score"] if s else None
         paper = exp["paper"].get("bleu")
         flops = model_flops(m["params"], m["tgt_tokens"]) if m["params"] else None
-        peak = peak_flops(m["device"], "bf16") if m["device"] else None
+        peak = peak_flops(m["device"], m["precision"]) if m["device"] else None  # the run's own arithmetic
         rows.append({
             "experiment": exp["name"], "dataset": exp["dataset"], "testset": exp["testset"], "status": _status(exp, m, bool(s)),
             "paper_bleu": paper, "bleu": ours, "delta": ours - paper if ours is not None and paper is not None else None,

@@ -10,7 +10,6 @@ torchrun every rank runs `train()`; the environment says which rank it is.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import math
 import os
@@ -96,14 +95,6 @@ def precision(setting: str, device: torch.device) -> tuple[torch.dtype | None, b
     return (torch.bfloat16, False) if setting == "bf16" else (torch.float16, True)
 
 
-def file_sha256(path: str | os.PathLike) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def list_checkpoints(folder: Path) -> list[tuple[int, Path]]:
     """Step checkpoints of `folder`, newest first."""
     found = [(int(m.group(1)), p) for p in folder.glob("checkpoint_*.pt") if (m := CHECKPOINT.search(p.name))]
@@ -170,6 +161,7 @@ class Trainer:
         d_model, warmup, scale = self.model_cfg.d_model, self.tr["warmup_steps"], self.tr["lr_scale"]
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: rate(s + 1, d_model, warmup, scale))
         self.autocast_dtype, scaled = precision(self.tr["precision"], env.device)
+        self.arithmetic = {torch.bfloat16: "bf16", torch.float16: "fp16", None: "fp32"}[self.autocast_dtype]
         self.scaler = torch.amp.GradScaler(env.device.type, enabled=scaled)
         self.accumulation, budget = micro_batch_budget(self.tr["tokens_per_update"], self.tr["max_tokens"], env.world_size)
         self.batcher = Batcher(
@@ -330,8 +322,7 @@ class Progress:
         self.reset()
         dev = trainer.env.device
         self.device_name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
-        prec = {torch.bfloat16: "bf16", torch.float16: "fp16", None: "fp32"}[trainer.autocast_dtype]
-        peak = peak_flops(self.device_name, prec)
+        peak = peak_flops(self.device_name, trainer.arithmetic)
         self.peak = peak * trainer.env.world_size if peak else None
 
     def reset(self) -> None:
@@ -439,7 +430,8 @@ def start_record(t: Trainer) -> None:
     name = torch.cuda.get_device_name(env.device) if env.device.type == "cuda" else "cpu"
     write_metric(t.files.metrics, {
         "event": "start", "step": t.step, "world_size": env.world_size, "agents": env.agents, "accumulation": t.accumulation,
-        "budget": t.batcher.budget, "params": t.params, "device_name": name, "wall": time.time(),
+        "budget": t.batcher.budget, "params": t.params, "device_name": name, "precision": t.arithmetic,
+        "wall": time.time(),
     })
     t.log(f"training {t.settings['name']}: {t.params:,} parameters on {env.world_size} x {name}"
           f"{f' ({env.agents} launcher tasks)' if env.agents > 1 else ''}, "

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from aiayn import encoded
 from aiayn.config import ConfigError
-from aiayn.train import RunFiles, StopFlag, Trainer, file_sha256, setup
+from aiayn.io import file_sha256
+from aiayn.train import RunFiles, StopFlag, Trainer, setup
 from aiayn.train import run as train_run
 
 
