@@ -156,7 +156,7 @@ class Trainer:
             self.forward = torch.compile(self.forward, dynamic=True)
         self.optimizer = torch.optim.Adam(
             self.model.parameters(), lr=1.0, betas=(self.tr["adam_beta1"], self.tr["adam_beta2"]), eps=self.tr["adam_eps"],
-            **({"fused": True} if env.device.type == "cuda" else {}),
+            fused=env.device.type in ("cuda", "cpu"),  # one kernel over all parameters
         )
         d_model, warmup, scale = self.model_cfg.d_model, self.tr["warmup_steps"], self.tr["lr_scale"]
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: rate(s + 1, d_model, warmup, scale))
