@@ -58,6 +58,7 @@ def test_table2_cells_deltas_and_pending(tmp_path):
     assert table[0]["bleu"] == "27.9" and "| base-en-de | done | 27.30 | 27.90 | 0.60 | 27.10 |" in md
     assert "| big-en-de | pending (step 120000/300000) | 28.40 |" in md
     assert "Transformer (big)" in md  # the paper's rows for context
+    assert "| Transformer (base) | 27.30 | 38.10 | 3.3e+18 | 3.3e+18 |" in md  # costs in FLOPs, not 19 digits
 
 
 def test_table2_mfu_against_the_peak_of_the_runs_own_arithmetic(tmp_path):

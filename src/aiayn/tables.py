@@ -180,7 +180,7 @@ def _fmt(value, key: str = "") -> str:
     if value is None:
         return ""
     if isinstance(value, float):
-        if "flops" in key:
+        if "flops" in key or "cost" in key:
             return f"{value:.1e}"
         if key in ("mfu",):
             return f"{value:.1%}"
