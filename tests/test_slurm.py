@@ -31,7 +31,7 @@ def slurm_up() -> bool:
     if not shutil.which("sinfo"):
         return False
     run = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True)
-    return run.returncode == 0 and "idle" in run.stdout or "mix" in run.stdout or "alloc" in run.stdout
+    return run.returncode == 0 and any(state in run.stdout for state in ("idle", "mix", "alloc"))
 
 
 def running_train_jobs() -> dict[str, str]:

@@ -183,24 +183,15 @@ class Trainer:
         return {"budget": b.budget, "max_padded": b.max_padded, "per_update": b.per_update, "n_batches": b.n_batches}
 
     def payload(self) -> dict:
-        rng = {"cpu": torch.get_rng_state()}
-        if self.env.device.type == "cuda":
-            rng["cuda"] = torch.cuda.get_rng_state(self.env.device)
-        rngs = [None] * self.env.world_size
-        if self.env.world_size > 1:
-            dist.all_gather_object(rngs, rng)
-        else:
-            rngs = [rng]
         return {
             **ckpt.model_payload(self.model), "step": self.step, "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(), "rng": rngs,
+            "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
             "data": self.data_plan(), "settings": self.settings, "vocab": self.vocab_id, "world_size": self.env.world_size,
         }
 
     def resume(self) -> None:
         state = newest_readable(self.files.checkpoints, self.log)
         if state is None:
-            torch.manual_seed(self.tr["seed"] * 1000 + self.env.rank)
             return
         where = f"{self.files.checkpoints}: checkpoint of step {state['step']}"
         if state["model_config"] != self.model_cfg.to_dict():
@@ -212,23 +203,19 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
         self.step = state["step"]
-        rngs = state["rng"]
-        if len(rngs) == self.env.world_size and state["data"] == self.data_plan():
-            torch.set_rng_state(rngs[self.env.rank]["cpu"])
-            if "cuda" in rngs[self.env.rank] and self.env.device.type == "cuda":
-                torch.cuda.set_rng_state(rngs[self.env.rank]["cuda"], self.env.device)
-        else:
-            self.log(f"warning: {where} ran with another GPU count or batch plan; resuming, not bit-exactly")
-            torch.manual_seed(self.tr["seed"] * 1000 + self.env.rank + self.step)
+        # the data position is the step, and dropout masks follow the micro-batch (seed_dropout):
+        # no random state to restore, at any GPU count, as long as the micro-batches are the same
+        if state["data"] != self.data_plan():
+            self.log(f"warning: {where} ran with another batch plan (GPU count x accumulation); "
+                     "resuming, not bit-exactly")
         self.log(f"resumed from step {self.step}")
         if self.env.main:
             truncate_metrics(self.files.metrics, self.step)
 
     def save(self) -> Path:
-        payload = self.payload()  # every rank takes part (RNG states are gathered)
         path = self.files.checkpoints / f"checkpoint_{self.step:07d}.pt"
         if self.env.main:
-            ckpt.save(payload, path)
+            ckpt.save(self.payload(), path)
             for _, old in list_checkpoints(self.files.checkpoints)[self.tr["keep_checkpoints"] :]:
                 old.unlink(missing_ok=True)
         return path
