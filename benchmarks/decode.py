@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from aiayn.beam import beam_search  # noqa: E402
+from aiayn.beam_state import BeamState  # noqa: E402
 from aiayn.encoded import BOS, EOS  # noqa: E402
 from aiayn.model import ModelConfig, Transformer  # noqa: E402
 
@@ -42,7 +43,7 @@ def ours(model: Transformer, src: torch.Tensor, length: int, beam: int, cached: 
     start = time.perf_counter()
     memory, mask = model.encode(src)
     if cached:  # as aiayn.translate: the memory's keys/values once per sentence, shared by its beam
-        state = model.init_state(memory, mask, max_len=length + 1, group=beam)
+        state = BeamState(model, memory, mask, max_len=length + 1, group=beam)
         step_no = [0]
 
         def step(tokens):

@@ -34,7 +34,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from aiayn import encoded  # noqa: E402
 from aiayn.hardware import model_flops, peak_flops  # noqa: E402
-from aiayn.train import Env, RunFiles, Trainer  # noqa: E402
+from aiayn.distributed import Env
+from aiayn.train import RunFiles, Trainer  # noqa: E402
 from aiayn.translate import translate  # noqa: E402
 
 VOCAB = 37000  # §5.1, EN-DE shared BPE

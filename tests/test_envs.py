@@ -1,9 +1,12 @@
-"""Each rule's conda environment lists every third-party package its command imports."""
+"""Each rule's conda environment lists every third-party package its command imports: read from
+the source (every import statement, also inside functions), and proven by running the command in a
+Python where the packages its env file does not list cannot be imported."""
 
 from __future__ import annotations
 
 import ast
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,7 +19,34 @@ from conftest import ROOT
 # import name -> package name in an env file
 PACKAGE = {"yaml": "pyyaml", "jsonschema": "jsonschema", "torch": "torch", "numpy": "numpy",
            "sentencepiece": "sentencepiece", "sacrebleu": "sacrebleu", "sacremoses": "sacremoses",
-           "pandas": "pandas", "matplotlib": "matplotlib"}
+           "pandas": "pandas", "matplotlib": "matplotlib", "snakemake": "snakemake", "pygments": "pygments"}
+
+# Runs `python -m aiayn ARGS...` with the import names in argv[1] unimportable from aiayn's own code
+# (a package may still import them itself, as conda would have installed them as its dependencies).
+RESTRICTED = r"""
+import importlib.abc, sys
+blocked = set(filter(None, sys.argv[1].split(",")))
+
+class Unlisted(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] not in blocked:
+            return None
+        frame = sys._getframe(1)
+        while frame and frame.f_globals.get("__name__", "").startswith(("importlib", "_frozen_importlib")):
+            frame = frame.f_back
+        if frame and frame.f_globals.get("__name__", "").startswith("aiayn"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, Unlisted())
+from aiayn.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def run_restricted(blocked: set[str], *args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-c", RESTRICTED, ",".join(sorted(blocked)), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
 
 
 def rules_with_envs():
@@ -71,8 +101,26 @@ def test_every_rule_with_a_command_has_an_env():
 
 @pytest.mark.parametrize("rule, env, command", rules_with_envs(), ids=lambda x: getattr(x, "name", str(x)))
 def test_env_lists_what_the_command_imports(rule, env, command):
-    if command not in COMMANDS:
-        pytest.skip(f"`python -m aiayn {command}` is not implemented yet")
+    assert command in COMMANDS, f"rule {rule} runs `python -m aiayn {command}`, which does not exist"
     needed = third_party_imports("aiayn.cli") | third_party_imports(COMMANDS[command][0])
     missing = {PACKAGE.get(m, m) for m in needed} - env_packages(env)
     assert missing == set(), f"rule {rule}: {env.name} lacks {missing}"
+
+
+@pytest.mark.parametrize("rule, env, command", rules_with_envs(), ids=lambda x: getattr(x, "name", str(x)))
+def test_command_runs_with_only_its_env_packages(rule, env, command):
+    """The command starts (its module and everything it imports at the top) without the packages
+    its env file does not list: `download` without torch, `tables` without torch, and so on."""
+    unlisted = {name for name, package in PACKAGE.items() if package not in env_packages(env)}
+    out = run_restricted(unlisted, command, "--help")
+    assert out.returncode == 0, f"rule {rule} ({env.name} lacks {sorted(unlisted)}): {out.stderr.strip()}"
+    assert "usage:" in out.stdout
+
+
+def test_a_missing_package_is_one_clear_line():
+    out = run_restricted({"torch"}, "average", "--checkpoints", "x", "--last", "1", "--out", "y")
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        "aiayn average: error: needs the Python package 'torch', which this environment lacks; "
+        "install the project (pip install -e .) or use the rule's envs/ file"
+    ]

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from aiayn import checkpoint
+from aiayn.beam_state import BeamState
 from aiayn.model import ModelConfig, MultiHeadAttention, Transformer, count_parameters, sinusoidal_positions
 
 SMALL = dict(src_vocab=50, tgt_vocab=50, N=2, d_model=32, d_ff=64, h=4, d_k=8, d_v=8, P_drop=0.1)
@@ -121,6 +122,22 @@ def test_dropout_only_in_training():
     assert not torch.equal(model(src, tgt), model(src, tgt))
 
 
+def test_attention_dropout_drops_attention_weights_in_training_only():
+    """P_drop_attn (§5.4 leaves it out; the published code has it): with residual dropout off, two
+    training passes differ only through the attention weights' dropout; evaluation is deterministic."""
+    src, tgt = batch()
+    model = small(P_drop=0.0, P_drop_attn=0.5)
+    model.train()
+    torch.manual_seed(1)
+    a = model(src, tgt)
+    torch.manual_seed(2)
+    assert not torch.allclose(a, model(src, tgt))
+    without = small(P_drop=0.0, P_drop_attn=0.0).train()
+    torch.testing.assert_close(without(src, tgt), without(src, tgt), rtol=0, atol=0)
+    model.eval()
+    torch.testing.assert_close(model(src, tgt), without.eval()(src, tgt), rtol=0, atol=0)  # same weights, no dropout
+
+
 # -- incremental decoding -------------------------------------------------------------------------
 @pytest.mark.parametrize("pre_norm", [False, True])
 @pytest.mark.parametrize("B, S, T", [(1, 1, 1), (1, 5, 9), (3, 7, 6), (5, 12, 20)])
@@ -130,7 +147,7 @@ def test_incremental_decoding_equals_full_forward(B, S, T, pre_norm, positional)
     src, tgt = batch(B, S, T)
     full = model(src, tgt)
     memory, mask = model.encode(src)
-    state = model.init_state(memory, mask, max_len=T)
+    state = BeamState(model, memory, mask, max_len=T)
     steps = torch.stack([model.decode_step(tgt[:, t], state) for t in range(T)], dim=1)
     torch.testing.assert_close(steps, full, rtol=1e-10, atol=1e-10)
 
@@ -139,7 +156,7 @@ def test_reordering_the_state_follows_the_batch():
     model = small()
     src, tgt = batch(B=3, S=5, T=4)
     memory, mask = model.encode(src)
-    state = model.init_state(memory, mask, max_len=4)
+    state = BeamState(model, memory, mask, max_len=4)
     model.decode_step(tgt[:, 0], state)
     order = torch.tensor([2, 0, 0])
     state.reorder(order)
@@ -153,8 +170,8 @@ def test_a_beam_shares_its_sentence_memory_through_reorders_and_dropped_sentence
     model = small()
     src, _ = batch(B=3, S=5)
     memory, mask = model.encode(src)
-    state = model.init_state(memory, mask, max_len=4, group=2)
-    assert state.layers[0].cross_k.size(0) == 3 and state.layers[0].k.size(0) == 6
+    state = BeamState(model, memory, mask, max_len=4, group=2)
+    assert state.memory[0][0].size(0) == 3 and state.k[0].size(0) == 6
     sentence, prefixes = [0, 0, 1, 1, 2, 2], [[] for _ in range(6)]
     plans = [[1, 0, 3, 3, 5, 4], [0, 0, 4, 5], [1, 0, 3, 2]]  # the second drops sentence 1
     g = torch.Generator().manual_seed(3)
@@ -167,7 +184,7 @@ def test_a_beam_shares_its_sentence_memory_through_reorders_and_dropped_sentence
         if t < 3:
             state.reorder(torch.tensor(plans[t]))
             sentence, prefixes = [sentence[i] for i in plans[t]], [prefixes[i] for i in plans[t]]
-    assert state.layers[0].cross_k.size(0) == 2 and state.src_mask.size(0) == 2
+    assert state.memory[0][0].size(0) == 2 and state.memory_mask.size(0) == 2
 
 
 # -- parameter accounting --------------------------------------------------------------------------

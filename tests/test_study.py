@@ -9,7 +9,7 @@ import pytest
 from aiayn import config as cfg
 from aiayn.config import ConfigError
 from aiayn.launch import LaunchError, launcher
-from aiayn.study import Study, gradient_accumulation
+from aiayn.study import Study
 
 
 @pytest.fixture(scope="module")
@@ -68,16 +68,6 @@ def test_average_needs_kept_checkpoints(paper_config):
     config["training"]["keep_checkpoints"] = 10
     with pytest.raises(ConfigError, match="experiments.big-en-de: averages 20 checkpoints but keeps only 10"):
         Study(cfg.validate(config))
-
-
-@pytest.mark.parametrize(
-    "tokens, max_tokens, world, expected",
-    [(25000, 4096, 1, 7), (25000, 4096, 8, 1), (25000, 3125, 8, 1), (25000, 3125, 4, 2), (25000, 1000, 1, 25)],
-)
-def test_gradient_accumulation_keeps_tokens_per_update(tokens, max_tokens, world, expected):
-    accum = gradient_accumulation(tokens, max_tokens, world)
-    assert accum == expected
-    assert accum * max_tokens * world >= tokens > (accum - 1) * max_tokens * world
 
 
 def test_launcher():

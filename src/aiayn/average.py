@@ -12,9 +12,7 @@ from aiayn.errors import UserError
 
 def last_checkpoints(folder: str | Path, k: int) -> list[Path]:
     """The k step checkpoints of `folder` with the highest steps, oldest first."""
-    from aiayn.train import list_checkpoints  # noqa: PLC0415 (train pulls in the trainer; only its lister is needed)
-
-    found = list_checkpoints(Path(folder))
+    found = ckpt.list_checkpoints(folder)
     if len(found) < k:
         raise UserError(
             f"{folder}: {len(found)} step checkpoint(s), {k} are to be averaged; "

@@ -4,7 +4,11 @@ parse right-branching. The demo prints them beside its models (config: baselines
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from pathlib import Path
 
+from aiayn.corpus import read_lines
+from aiayn.evalb import evalb
+from aiayn.score import bleu_scores
 from aiayn.trees import Tree, parse_trees
 
 
@@ -29,3 +33,34 @@ def right_branching(gold_line: str, label: str = "S") -> str:
     for leaf in reversed(leaves[:-1]):
         node = Tree(label, [leaf, node])
     return str(Tree("TOP", [node]))
+
+
+def table_rows(number: int, results: Path, experiments: list[dict]) -> list[dict]:
+    """Rows for Table 2 (copy, word by word) or Table 4 (right-branching), scored on each test set of
+    the table's experiments, as the models are."""
+    rows, seen = [], set()
+    for exp in experiments:
+        key = (exp["dataset"], exp["testset"])
+        data = results / "data" / exp["dataset"]
+        if key in seen:
+            continue
+        seen.add(key)
+        if number == 2:
+            src_path, ref_path = data / f"{exp['testset']}.src", data / f"{exp['testset']}.tgt"
+            if not (src_path.exists() and (data / "train.src").exists()):
+                continue
+            src, ref = list(read_lines(src_path)), list(read_lines(ref_path))
+            systems = {"baseline: copy the source": src,
+                       "baseline: word by word": word_by_word(src, list(read_lines(data / "train.src")), list(read_lines(data / "train.tgt")))}
+            scoring = {"moses_lang": exp["scoring"].get("moses_lang", "en"), "compound_split": exp["scoring"].get("compound_split", False)}
+            for name, hyp in systems.items():
+                s = bleu_scores(hyp, ref, **scoring)
+                rows.append({"experiment": name, "dataset": exp["dataset"], "testset": exp["testset"], "status": "done",
+                             "bleu": s["tokenized_bleu"]["score"], "sacrebleu": s["sacrebleu"]["score"], "lines": s["lines"]})
+        elif number == 4:
+            gold_path = data / f"{exp['testset']}.gold"
+            if gold_path.exists():
+                gold = list(read_lines(gold_path))
+                f1 = evalb(gold, [right_branching(g) for g in gold])["all"]["f1"]
+                rows.append({"row": "baseline: right-branching", "experiment": "", "status": "done", "f1": f1})
+    return rows

@@ -9,8 +9,9 @@ length penalty at the maximum length: log-probabilities only fall), or at the ma
 where EOS is forced. Finished sentences leave the batch, so the work shrinks as they end.
 
 `step(tokens)` gives log-probabilities (rows, V) of the next token for each row's prefix;
-`reorder(rows)` makes row i of the model's state a copy of old row rows[i]. Rows are sentence-
-major: row a·k + j is hypothesis j of active sentence a.
+`reorder(rows)` makes row i of the model's state a copy of old row rows[i] (for the Transformer:
+`aiayn.beam_state.BeamState.reorder`). Rows are sentence-major: row a·k + j is hypothesis j of
+active sentence a.
 """
 
 from __future__ import annotations

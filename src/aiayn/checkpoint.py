@@ -1,21 +1,26 @@
-"""Self-describing checkpoints: written atomically, loaded with weights_only=True.
+"""Checkpoints on disk: self-describing files, written atomically, loaded with weights_only=True;
+a run's folder of step checkpoints (listing, the newest readable one, pruning).
 
 A checkpoint is a dict of plain types and tensors. It always holds "model_config" (the
 `ModelConfig` as a dict) and "model" (the state dict), so a model can be rebuilt from the file
-alone; training adds step, optimizer, scheduler, RNG and data position.
+alone; training adds step, optimizer, scheduler, loss scaler, batch plan, settings and the
+vocabularies' identity. No random state: dropout masks follow the micro-batch (`train.seed_dropout`).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
 from aiayn.errors import UserError
+from aiayn.io import atomic_copy, atomic_path
 from aiayn.model import ModelConfig, Transformer, build
+
+STEP_FILE = re.compile(r"checkpoint_(\d+)\.pt$")
 
 
 class CheckpointError(UserError, ValueError):
@@ -23,30 +28,13 @@ class CheckpointError(UserError, ValueError):
 
 
 def save(payload: dict, path: str | os.PathLike) -> None:
-    """Write `payload` to a temporary file beside `path`, then rename it into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         torch.save(payload, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def copy(src: str | os.PathLike, dst: str | os.PathLike) -> None:
     """Copy a checkpoint file into place atomically."""
-    dst = Path(dst)
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(f".{dst.name}.tmp")
-    try:
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, dst)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    atomic_copy(src, dst)
 
 
 def load(path: str | os.PathLike, map_location="cpu") -> dict:
@@ -72,3 +60,30 @@ def rebuild(payload: dict, device="cpu") -> Transformer:
     model = build(ModelConfig.from_dict(payload["model_config"]), device=device)
     model.load_state_dict(payload["model"])
     return model
+
+
+# -- a run's folder of step checkpoints ------------------------------------------------------------
+def step_path(folder: str | os.PathLike, step: int) -> Path:
+    return Path(folder) / f"checkpoint_{step:07d}.pt"
+
+
+def list_checkpoints(folder: str | os.PathLike) -> list[tuple[int, Path]]:
+    """(step, path) of the step checkpoints of `folder`, newest first."""
+    found = [(int(m.group(1)), p) for p in Path(folder).glob("checkpoint_*.pt") if (m := STEP_FILE.search(p.name))]
+    return sorted(found, reverse=True)
+
+
+def newest_readable(folder: str | os.PathLike, log: Callable[[str], None]) -> dict | None:
+    """The newest checkpoint of `folder` that loads; unreadable newer ones are reported and skipped."""
+    for _, path in list_checkpoints(folder):
+        try:
+            return load(path)
+        except CheckpointError as exc:
+            log(f"warning: {exc}; falling back to the previous checkpoint")
+    return None
+
+
+def prune(folder: str | os.PathLike, keep: int) -> None:
+    """Remove all but the `keep` newest step checkpoints of `folder`."""
+    for _, old in list_checkpoints(folder)[keep:]:
+        old.unlink(missing_ok=True)

@@ -34,21 +34,31 @@ COMMANDS = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, with the arguments of `command` (only its module is imported)."""
     parser = argparse.ArgumentParser(prog="python -m aiayn", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="<command>")
     for name, (module, help_) in COMMANDS.items():
         cmd = sub.add_parser(name, help=help_, description=help_)
-        importlib.import_module(module).add_arguments(cmd)
+        if name == command:
+            importlib.import_module(module).add_arguments(cmd)
         cmd.set_defaults(_module=module)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
     try:
+        args = build_parser(command if command in COMMANDS else None).parse_args(argv)
         result = importlib.import_module(args._module).run(args)
     except (UserError, FileNotFoundError) as exc:
-        print(f"aiayn {args.command}: error: {exc}", file=sys.stderr)
+        print(f"aiayn {command}: error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] == "aiayn":
+            raise
+        print(f"aiayn {command}: error: needs the Python package {exc.name.split('.')[0]!r}, which this "
+              "environment lacks; install the project (pip install -e .) or use the rule's envs/ file", file=sys.stderr)
         return 2
     return int(result or 0)

@@ -30,7 +30,11 @@ def schema() -> dict:
 
 
 def _with_defaults(validator_class):
-    """A validator class that fills in `default` values while validating (as Snakemake's validate())."""
+    """A validator class that fills in `default` values while validating.
+
+    Not `snakemake.utils.validate(..., set_default=True)`: `tables --config` and `params` load the
+    config outside Snakemake, in environments without it (envs/report.yaml), and every error here
+    names its key path (all of them, not the first), followed by the cross-checks of `check()`."""
     validate_properties = validator_class.VALIDATORS["properties"]
 
     def set_defaults(validator, properties, instance, schema_):

@@ -20,11 +20,12 @@ import os
 import re
 import tarfile
 import tempfile
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, TextIO
 
 from aiayn.errors import UserError
+from aiayn.io import atomic_paths, write_json
 
 SEPARATORS = re.compile("[\u0085\u2028\u2029]")
 SEG = re.compile(r"<seg[^>]*>(.*?)</seg>", re.IGNORECASE | re.DOTALL)
@@ -122,35 +123,18 @@ def normalize(line: str) -> tuple[str, int]:
     return fixed.strip(), count
 
 
-class AtomicPair:
-    """Two output files written under temporary names and renamed only when both are complete."""
-
-    def __init__(self, src: str | os.PathLike, tgt: str | os.PathLike):
-        self.final = [Path(src), Path(tgt)]
-        self.tmp = [p.with_name(f".{p.name}.tmp") for p in self.final]
-
-    def __enter__(self):
-        for p in self.final:
-            p.parent.mkdir(parents=True, exist_ok=True)
-        self.files = [open(p, "w", encoding="utf-8", newline="\n") for p in self.tmp]
-        return self.files
-
-    def __exit__(self, kind, value, tb):
-        for f in self.files:
-            f.close()
-        if kind is None:
-            for tmp, final in zip(self.tmp, self.final):
-                os.replace(tmp, final)
-        else:
-            for tmp in self.tmp:
-                tmp.unlink(missing_ok=True)
-        return False
+@contextmanager
+def atomic_pair(src: str | os.PathLike, tgt: str | os.PathLike) -> Iterator[tuple[TextIO, TextIO]]:
+    """Two text files written together: renamed into place only when both are complete."""
+    with atomic_paths(src, tgt) as (a, b), open(a, "w", encoding="utf-8", newline="\n") as fa, \
+            open(b, "w", encoding="utf-8", newline="\n") as fb:
+        yield fa, fb
 
 
 def prepare_train(corpora: list[dict], archives: dict[str, str], cleaning: dict, out_src, out_tgt, report_path) -> dict:
     """Concatenate training corpora (archive + member per side), aligned and cleaned; write the report; return it."""
     report = {"corpora": [], "kept": 0, "removed": {"empty": 0, "too_short": 0, "too_long": 0, "ratio": 0}, "separators_replaced": 0}
-    with AtomicPair(out_src, out_tgt) as (fs, ft), tempfile.TemporaryDirectory(dir=Path(out_src).parent, prefix=".extract.") as tmp:
+    with atomic_pair(out_src, out_tgt) as (fs, ft), tempfile.TemporaryDirectory(dir=Path(out_src).parent, prefix=".extract.") as tmp:
         for member in corpora:
             files = extract_members(archives[member["archive"]], {member["src"], member["tgt"]}, Path(tmp) / member["archive"])
             labels = [f"{archives[member['archive']]}:{member[s]}" for s in ("src", "tgt")]
@@ -172,7 +156,7 @@ def prepare_train(corpora: list[dict], archives: dict[str, str], cleaning: dict,
             report["kept"] += stats["kept"]
     if report["kept"] == 0:
         raise UserError(f"no training pair of {', '.join(m['archive'] for m in corpora)} survived cleaning")
-    Path(report_path).write_text(json.dumps(report, indent=2) + "\n")
+    write_json(report_path, report)
     return report
 
 
@@ -184,7 +168,7 @@ def prepare_eval(spec: dict, name: str, archive: str, out_src, out_tgt) -> int:
     if spec.get("lines") and len(pairs) != spec["lines"]:
         raise UserError(f"{archive}:{spec['src']} has {len(pairs)} segments, {name} has {spec['lines']} "
                         "(the wrong version of the test set?)")
-    with AtomicPair(out_src, out_tgt) as (fs, ft):
+    with atomic_pair(out_src, out_tgt) as (fs, ft):
         for a, b in pairs:
             fs.write(normalize(a)[0] + "\n")
             ft.write(normalize(b)[0] + "\n")

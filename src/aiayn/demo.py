@@ -23,6 +23,8 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from aiayn.io import atomic_path
+
 CONSONANTS, VOWELS = "bdfgklmnprstvz", "aeiou"
 
 
@@ -103,16 +105,13 @@ def corpus(seed: int, n: int, lex: Lexicon) -> list[tuple[str, str, str]]:
 
 
 def _tar(path: Path, members: dict[str, str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
-        with tarfile.open(fileobj=gz, mode="w") as tar:
+    with atomic_path(path) as tmp, open(tmp, "wb") as raw:
+        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
             for name, text in members.items():
                 data = text.encode()
                 info = tarfile.TarInfo(name)
                 info.size, info.mtime = len(data), 0  # same seed -> same bytes
                 tar.addfile(info, io.BytesIO(data))
-    tmp.replace(path)
 
 
 def splits(seed: int, sizes: dict[str, int]) -> dict[str, list[tuple[str, str, str]]]:

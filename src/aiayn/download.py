@@ -1,7 +1,9 @@
 """Downloads that can be trusted: resumed after interruptions, retried, checksum-verified before use.
 
 The file grows under `<out>.part` (a later attempt resumes it with an HTTP Range request) and is
-renamed to `<out>` only once its sha256 matches the configured one; a mismatch removes it.
+renamed to `<out>` only once its sha256 matches the configured one; a mismatch removes it. (The
+one writer that does not use `aiayn.io.atomic_paths`: its temporary file keeps its name across
+attempts so that a later one resumes it; Snakemake never runs two jobs for one output.)
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from aiayn.errors import UserError
+from aiayn.io import atomic_path
 
 MAGIC = b"AIAYNENC"
 VERSION = 1
@@ -55,20 +56,13 @@ def write(path: str | os.PathLike, src: list[np.ndarray] | tuple, tgt, *, dtype,
             header["arrays"][name] = {"offset": offset, "length": int(len(arr)), "dtype": dtypes[name].str}
             offset = _align(offset + len(arr) * dtypes[name].itemsize)
     blob = json.dumps(header).encode()
-    tmp = path.with_name(f".{path.name}.tmp")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with open(tmp, "wb") as f:
-            f.write(MAGIC + struct.pack("<IQ", VERSION, len(blob)) + blob)
-            for name, arr in arrays.items():  # in chunks: the arrays may be memory maps larger than RAM
-                f.seek(header["arrays"][name]["offset"])
-                for i in range(0, len(arr), CHUNK):
-                    f.write(np.asarray(arr[i : i + CHUNK], dtype=dtypes[name]).tobytes())
-            f.truncate(_align(offset))
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        f.write(MAGIC + struct.pack("<IQ", VERSION, len(blob)) + blob)
+        for name, arr in arrays.items():  # in chunks: the arrays may be memory maps larger than RAM
+            f.seek(header["arrays"][name]["offset"])
+            for i in range(0, len(arr), CHUNK):
+                f.write(np.asarray(arr[i : i + CHUNK], dtype=dtypes[name]).tobytes())
+        f.truncate(_align(offset))
     return header
 
 

@@ -3,31 +3,24 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-
-def read_records(metrics: str | Path) -> tuple[list[dict], list[dict]]:
-    """(progress records, dev records) of a metrics.jsonl, with wall time since the first start."""
-    progress, dev, start = [], [], None
-    for line in Path(metrics).read_text().splitlines():
-        rec = json.loads(line)
-        if rec.get("event") == "start":
-            start = rec["wall"] if start is None else start
-        elif "loss" in rec:
-            progress.append({**rec, "hours": (rec["wall"] - start) / 3600})
-        elif "dev_ppl" in rec:
-            dev.append(rec)
-    return progress, dev
+from aiayn import metrics  # noqa: E402
+from aiayn.io import atomic_path  # noqa: E402
 
 
-def learning_curves(metrics, out, title: str) -> None:
-    progress, dev = read_records(metrics)
+def _save(fig, out) -> None:
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, dpi=90, format="png")
+    plt.close(fig)
+
+
+def learning_curves(path, out, title: str) -> None:
+    records = metrics.read(path)
+    progress, dev = records.progress, records.dev
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
     steps = [r["step"] for r in progress]
     axes[0].plot(steps, [r["loss"] for r in progress], label="train loss (label-smoothed)")
@@ -45,20 +38,18 @@ def learning_curves(metrics, out, title: str) -> None:
     axes[2].set_ylabel("target tokens / s")
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(out, dpi=90)
-    plt.close(fig)
+    _save(fig, out)
 
 
-def learning_rate(metrics, out, title: str) -> None:
-    progress, _ = read_records(metrics)
+def learning_rate(path, out, title: str) -> None:
+    progress = metrics.read(path).progress
     fig, ax = plt.subplots(figsize=(5, 3.4))
     ax.plot([r["step"] for r in progress], [r["lr"] for r in progress])
     ax.set_xlabel("update")
     ax.set_ylabel("learning rate")
     ax.set_title(title)
     fig.tight_layout()
-    fig.savefig(out, dpi=90)
-    plt.close(fig)
+    _save(fig, out)
 
 
 def attention_maps(weights, src_tokens: list[str], out, title: str, heads: int = 4) -> None:
@@ -73,5 +64,4 @@ def attention_maps(weights, src_tokens: list[str], out, title: str, heads: int =
         ax.set_title(f"head {i + 1}", fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(out, dpi=90)
-    plt.close(fig)
+    _save(fig, out)

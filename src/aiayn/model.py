@@ -6,7 +6,8 @@ LayerNorm(x + Dropout(Sublayer(x))) (§3.1, §5.4); `pre_norm` gives the later v
 x + Dropout(Sublayer(LayerNorm(x))) with a final LayerNorm per stack, for users who want it.
 
 The decoder runs either over a whole target prefix (training, `forward`) or one step at a time
-with cached keys/values (`init_state` + `decode_step`), and both give the same outputs.
+(`decode_step`) over keys/values that the caller keeps in an `IncrementalState`, and both give
+the same outputs.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -110,8 +112,8 @@ class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V) (§3.2.2).
 
     d_k and d_v are set independently of d_model (Table 3 rows A and B). The projections carry
-    biases, as the published implementations do (the count then gives base 63.1M, big 214.2M
-    with a 37k vocabulary). Scaled dot-product attention (§3.2.1) goes through
+    biases, as fairseq's do; the paper does not say, and tensor2tensor's have none (with biases the
+    count gives base 63.1M, big 214.2M with a 37k vocabulary; Table 3 says 65M and 213M). Scaled dot-product attention (§3.2.1) goes through
     `F.scaled_dot_product_attention`, so fused kernels are used where the hardware has them.
     """
 
@@ -199,83 +201,47 @@ class DecoderLayer(nn.Module):
         x = self.sub[1](x, lambda y: self.cross_attn(y, memory, src_mask))
         return self.sub[2](x, self.ffn)
 
-    def step(self, x: Tensor, cache: "LayerCache", src_mask: Tensor) -> Tensor:
-        """One target position x (B, 1, d_model), attending over the cached prefix and the memory."""
+    def step(self, x: Tensor, state: "IncrementalState", layer: int) -> Tensor:
+        """One target position x (rows, 1, d_model), attending over the prefix `state` keeps and the memory."""
 
         def self_attention(y: Tensor) -> Tensor:
             q = self.self_attn.split(self.self_attn.W_q(y), self.self_attn.d_k)
-            k, v = cache.append(*self.self_attn.keys_values(y))
+            k, v = state.extend(layer, *self.self_attn.keys_values(y))
             return self.self_attn.attend(q, k, v, None)  # the prefix holds no future positions
 
         def cross_attention(y: Tensor) -> Tensor:
-            # the `group` rows of a sentence (its beam) share the sentence's memory: they attend as
-            # `group` query positions of one row, so the memory's keys/values exist once per sentence
-            attn, rows, g = self.cross_attn, y.size(0), cache.group
+            # the `group` consecutive rows that read one memory row attend as `group` query
+            # positions of it: the memory's keys/values exist once per memory row
+            attn, rows, g = self.cross_attn, y.size(0), state.group
             q = attn.W_q(y).view(rows // g, g, attn.h, attn.d_k).transpose(1, 2)  # (A, h, g, d_k)
-            return attn.attend(q, cache.cross_k, cache.cross_v, src_mask).reshape(rows, 1, -1)
+            k, v = state.memory_kv(layer)  # (A, h, S, d_k), (A, h, S, d_v)
+            return attn.attend(q, k, v, state.memory_mask).reshape(rows, 1, -1)
 
         x = self.sub[0](x, self_attention)
         x = self.sub[1](x, cross_attention)
         return self.sub[2](x, self.ffn)
 
 
-class LayerCache:
-    """Keys/values of one decoder layer: self-attention grows by one position per step (in a
-    preallocated buffer, one row per hypothesis); encoder-decoder keys/values are computed once
-    from the memory, one row per sentence, shared by the `group` hypotheses of its beam."""
+class IncrementalState(Protocol):
+    """What `Transformer.decode_step` needs between steps; the caller owns it and its row layout
+    (batched beam search: `aiayn.beam_state`, which also reorders it, as fairseq's generator does).
 
-    def __init__(self, cross_k: Tensor, cross_v: Tensor, max_len: int, h: int, d_k: int, d_v: int, group: int = 1):
-        rows = cross_k.size(0) * group
-        self.group = group
-        self.cross_k, self.cross_v = cross_k, cross_v  # (A, h, S, d_k), (A, h, S, d_v)
-        self.k = cross_k.new_empty(rows, h, max_len, d_k)
-        self.v = cross_v.new_empty(rows, h, max_len, d_v)
-        self.length = 0
-
-    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        if self.length >= self.k.size(2):
-            raise ValueError(f"decoder cache is full ({self.k.size(2)} positions)")
-        self.k[:, :, self.length] = k[:, :, 0]
-        self.v[:, :, self.length] = v[:, :, 0]
-        self.length += 1
-        return self.k[:, :, : self.length], self.v[:, :, : self.length]  # (B, h, t, d_k), (B, h, t, d_v)
-
-    def reorder(self, index: Tensor, sentences: Tensor | None) -> None:
-        """Keep hypothesis rows `index`, and sentence rows `sentences` of the memory (None: all)."""
-        self.k = self.k.index_select(0, index)
-        self.v = self.v.index_select(0, index)
-        if sentences is not None:
-            self.cross_k = self.cross_k.index_select(0, sentences)
-            self.cross_v = self.cross_v.index_select(0, sentences)
-
-
-class DecoderState:
-    """Everything incremental decoding carries from one step to the next.
-
-    With group g > 1 (a beam of g), rows are sentence-major (row a·g + j is hypothesis j of
-    sentence a), and `reorder` must keep them so: each block of g new rows comes from one
-    sentence's rows, sentences stay in order, finished ones may leave (what beam search does).
-    The memory is then only touched when a sentence leaves.
+    The decoder runs `rows` = A × `group` target rows over A memory rows: row r reads memory row
+    r // group (one sentence's beam shares the sentence's memory).
     """
 
-    def __init__(self, layers: list[LayerCache], src_mask: Tensor, group: int = 1):
-        self.layers = layers
-        self.src_mask = src_mask  # (A, 1, 1, S), one row per sentence
-        self.group = group
-        self.position = 0
+    position: int  # target position of the next step; `decode_step` advances it
+    group: int
+    memory_mask: Tensor  # (A, 1, 1, S), True = a real source token
 
-    def reorder(self, index: Tensor) -> None:
-        """Row i of the state becomes old row index[i]."""
-        if self.group == 1:
-            sentences = index
-        elif index.numel() // self.group == self.src_mask.size(0):
-            sentences = None  # the same sentences, hypotheses reordered within each
-        else:
-            sentences = index.view(-1, self.group)[:, 0] // self.group
-        for layer in self.layers:
-            layer.reorder(index, sentences)
-        if sentences is not None:
-            self.src_mask = self.src_mask.index_select(0, sentences)
+    def extend(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Keep decoder layer `layer`'s self-attention keys/values of this step (rows, h, 1, d); return
+        those of the whole prefix so far (rows, h, position + 1, d)."""
+        ...
+
+    def memory_kv(self, layer: int) -> tuple[Tensor, Tensor]:
+        """Decoder layer `layer`'s encoder-decoder keys/values (A, h, S, d_k), (A, h, S, d_v)."""
+        ...
 
 
 class Transformer(nn.Module):
@@ -331,21 +297,16 @@ class Transformer(nn.Module):
         memory, mask = self.encode(src)
         return self.decode(tgt_in, memory, mask)
 
-    def init_state(self, memory: Tensor, src_mask: Tensor, max_len: int, group: int = 1) -> DecoderState:
-        """Cache for `max_len` decoding steps of `group` hypotheses per sentence of memory (A, S, d_model):
-        encoder-decoder keys/values computed once per layer and sentence."""
-        cfg = self.cfg
-        caches = [
-            LayerCache(*layer.cross_attn.keys_values(memory), max_len, cfg.h, cfg.d_k, cfg.d_v, group)
-            for layer in self.decoder
-        ]
-        return DecoderState(caches, src_mask, group)
+    def memory_keys_values(self, memory: Tensor) -> list[tuple[Tensor, Tensor]]:
+        """Each decoder layer's encoder-decoder keys/values of memory (A, S, d_model), computed once
+        for all decoding steps: [((A, h, S, d_k), (A, h, S, d_v)), ...]."""
+        return [layer.cross_attn.keys_values(memory) for layer in self.decoder]
 
-    def decode_step(self, tokens: Tensor, state: DecoderState) -> Tensor:
-        """tokens (B,) at position state.position -> logits (B, tgt_vocab) of the next token."""
-        x = self.tgt_embed(tokens[:, None], offset=state.position)  # (B, 1, d_model)
-        for layer, cache in zip(self.decoder, state.layers):
-            x = layer.step(x, cache, state.src_mask)
+    def decode_step(self, tokens: Tensor, state: IncrementalState) -> Tensor:
+        """tokens (rows,) at position state.position -> logits (rows, tgt_vocab) of the next token."""
+        x = self.tgt_embed(tokens[:, None], offset=state.position)  # (rows, 1, d_model)
+        for i, layer in enumerate(self.decoder):
+            x = layer.step(x, state, i)
         state.position += 1
         return F.linear(self.decoder_norm(x[:, 0]), self.projection)
 

@@ -6,7 +6,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from aiayn.corpus import AtomicPair, read_lines
+from aiayn.corpus import atomic_pair, read_lines
 from aiayn.errors import UserError
 from aiayn.evalb import COLLINS, evalb
 from aiayn.io import atomic_write_text
@@ -40,7 +40,7 @@ def write_split(dataset: dict, split: str, out_src, out_tgt, out_gold, archive: 
             trees = split_trees({**dataset, "treebank": tmp}, split)
     else:
         trees = split_trees(dataset, split)
-    with AtomicPair(out_src, out_tgt) as (fs, ft):
+    with atomic_pair(out_src, out_tgt) as (fs, ft):
         for tree in trees:
             fs.write(" ".join(tree.words()) + "\n")
             ft.write(linearize(preprocess(tree, pos)) + "\n")

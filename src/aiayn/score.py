@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 import sacrebleu
+from sacrebleu.significance import PairedTest
 from sacremoses import MosesTokenizer
 
 from aiayn.errors import UserError
@@ -57,3 +58,11 @@ def bleu_scores(hyp: list[str], ref: list[str], *, moses_lang: str, compound_spl
                            "bp": tokenized.bp, "hyp_len": tokenized.sys_len, "ref_len": tokenized.ref_len,
                            "precisions": tokenized.precisions},
     }
+
+
+def paired_bootstrap_p(ref: list[str], base: list[str], system: list[str], samples: int) -> float:
+    """sacreBLEU's paired bootstrap resampling (Koehn 2004): p-value of `system`'s BLEU against `base`'s."""
+    test = PairedTest([("base", base), ("system", system)], {"BLEU": sacrebleu.metrics.BLEU()}, references=[ref],
+                      test_type="bs", n_samples=samples)
+    _, out = test()
+    return out["BLEU"][1].p_value

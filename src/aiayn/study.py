@@ -11,7 +11,6 @@ experiment diff) and plans the evaluations of Tables 2-4 (§6.1, §6.3):
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import dataclass
 
 from aiayn.config import ConfigError
@@ -157,7 +156,3 @@ class Study:
         archive = self.config["archives"][name]
         return f"{name}.tar.gz" if archive.get("generate") else archive_filename(archive["url"])
 
-
-def gradient_accumulation(tokens_per_update: int, max_tokens: int, world_size: int) -> int:
-    """Micro-batches per update so that one update holds ~tokens_per_update tokens on any GPU count."""
-    return max(1, math.ceil(tokens_per_update / (max_tokens * world_size)))

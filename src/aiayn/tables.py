@@ -3,6 +3,7 @@
 Each table is a list of row dicts, written as CSV and as Markdown from the same values. A run
 whose score file is missing shows as pending, with its progress (step / total) if its metrics
 exist. Sources: <experiment>/<set>.score.json, <experiment>/metrics.jsonl, the study's config.
+Tables read and format; they score nothing (baselines: `aiayn.baselines`, p-values: `aiayn.score`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import io
 import json
 from pathlib import Path
 
+from aiayn import metrics
 from aiayn.hardware import PEAKS, model_flops, peak_flops
 
 # Table 2 of the paper: the other systems, kept for context (BLEU EN-DE, EN-FR; cost EN-DE, EN-FR).
@@ -51,34 +53,8 @@ def paper_cost(hours: float, gpus: int, gpu: str) -> float | None:
     return hours * 3600 * gpus * capacity if capacity else None
 
 
-def read_metrics(path: Path) -> dict:
-    """Training facts from metrics.jsonl: step, wall hours, GPUs, device, target tokens, dev perplexity."""
-    out = {"step": 0, "hours": 0.0, "gpus": None, "device": None, "precision": None, "params": None, "tgt_tokens": 0.0,
-           "dev_ppl": None}
-    if not path.exists():
-        return out
-    start = last_wall = None
-    prev_step = 0
-    for line in path.read_text().splitlines():
-        rec = json.loads(line)
-        if rec.get("event") == "start":
-            if start is not None and last_wall is not None:
-                out["hours"] += (last_wall - start) / 3600
-            start, last_wall, prev_step = rec["wall"], rec["wall"], rec["step"]
-            out.update(gpus=rec["world_size"], device=rec["device_name"], params=rec["params"],
-                       precision=rec.get("precision", "bf16"))
-        elif "loss" in rec:
-            out["tgt_tokens"] += rec["tgt_tokens_per_update"] * (rec["step"] - prev_step)
-            prev_step, last_wall = rec["step"], rec["wall"]
-            out["step"] = rec["step"]
-        elif "dev_ppl" in rec:
-            out["dev_ppl"] = rec["dev_ppl"]
-    if start is not None and last_wall is not None:
-        out["hours"] += (last_wall - start) / 3600
-    return out
-
-
-def _score(results: Path, experiment: str, testset: str) -> dict | None:
+def read_score(results: Path, experiment: str, testset: str) -> dict | None:
+    """The score file of `experiment` on `testset`, or None before it exists."""
     path = results / experiment / f"{testset}.score.json"
     return json.loads(path.read_text()) if path.exists() else None
 
@@ -94,8 +70,8 @@ def _status(exp: dict, metrics: dict, scored: bool) -> str:
 def table2(results: Path, experiments: list[dict]) -> list[dict]:
     rows = []
     for exp in experiments:
-        m = read_metrics(results / exp["name"] / "metrics.jsonl")
-        s = _score(results, exp["name"], exp["testset"])
+        m = metrics.summary(results / exp["name"] / "metrics.jsonl")
+        s = read_score(results, exp["name"], exp["testset"])
         ours = s["tokenized_bleu"]["score"] if s else None
         paper = exp["paper"].get("bleu")
         flops = model_flops(m["params"], m["tgt_tokens"]) if m["params"] else None
@@ -113,12 +89,12 @@ def table2(results: Path, experiments: list[dict]) -> list[dict]:
     return rows
 
 
-def table3(results: Path, experiments: list[dict], bootstrap: int = 0) -> list[dict]:
+def table3(results: Path, experiments: list[dict]) -> list[dict]:
     base = next((e for e in experiments if e.get("row") == "base"), None)
     rows = []
     for exp in experiments:
-        m = read_metrics(results / exp["name"] / "metrics.jsonl")
-        s = _score(results, exp["name"], exp["testset"])
+        m = metrics.summary(results / exp["name"] / "metrics.jsonl")
+        s = read_score(results, exp["name"], exp["testset"])
         model = exp["model"]
         changed = {k: v for k, v in model.items() if k in BASE_MODEL and v != (base or {"model": BASE_MODEL})["model"].get(k)}
         if exp["eps_ls"] != (base or {}).get("eps_ls", 0.1):
@@ -135,37 +111,14 @@ def table3(results: Path, experiments: list[dict], bootstrap: int = 0) -> list[d
             "p_value_vs_base": None,
         }
         rows.append(row)
-    if bootstrap and base:
-        _add_bootstrap(results, base, experiments, rows, bootstrap)
     return rows
-
-
-def _add_bootstrap(results: Path, base: dict, experiments: list[dict], rows: list[dict], n: int) -> None:
-    """sacreBLEU's paired bootstrap resampling of each row against base on the dev set."""
-    from sacrebleu.metrics import BLEU
-    from sacrebleu.significance import PairedTest
-
-    from aiayn.corpus import read_lines
-
-    base_score = _score(results, base["name"], base["testset"])
-    if not base_score:
-        return
-    ref = list(read_lines(base_score["ref"]))
-    base_hyp = list(read_lines(base_score["hyp"]))
-    for exp, row in zip(experiments, rows):
-        s = _score(results, exp["name"], exp["testset"])
-        if not s or exp is base:
-            continue
-        systems = [("base", base_hyp), (exp["name"], list(read_lines(s["hyp"])))]
-        _, out = PairedTest(systems, {"BLEU": BLEU()}, references=[ref], test_type="bs", n_samples=n)()
-        row["p_value_vs_base"] = out["BLEU"][1].p_value
 
 
 def table4(results: Path, experiments: list[dict]) -> list[dict]:
     rows = []
     for exp in experiments:
-        m = read_metrics(results / exp["name"] / "metrics.jsonl")
-        s = _score(results, exp["name"], exp["testset"])
+        m = metrics.summary(results / exp["name"] / "metrics.jsonl")
+        s = read_score(results, exp["name"], exp["testset"])
         rows.append({
             "row": exp.get("row"), "experiment": exp["name"], "status": _status(exp, m, bool(s)),
             "paper_f1": exp["paper"].get("f1"), "f1": s["all"]["f1"] if s else None,
@@ -242,49 +195,12 @@ def markdown_document(number: int, rows: list[dict]) -> str:
     return "".join(parts)
 
 
-def baseline_rows(number: int, results: Path, experiments: list[dict]) -> list[dict]:
-    """Copy / word-by-word (Table 2) or right-branching (Table 4) on each test set of the table."""
-    from aiayn.baselines import right_branching, word_by_word
-    from aiayn.corpus import read_lines
-    from aiayn.evalb import evalb
-    from aiayn.score import bleu_scores
-
-    rows, seen = [], set()
-    for exp in experiments:
-        key = (exp["dataset"], exp["testset"])
-        data = results / "data" / exp["dataset"]
-        if key in seen:
-            continue
-        seen.add(key)
-        if number == 2:
-            src_path, ref_path = data / f"{exp['testset']}.src", data / f"{exp['testset']}.tgt"
-            if not (src_path.exists() and (data / "train.src").exists()):
-                continue
-            src, ref = list(read_lines(src_path)), list(read_lines(ref_path))
-            systems = {"baseline: copy the source": src,
-                       "baseline: word by word": word_by_word(src, list(read_lines(data / "train.src")), list(read_lines(data / "train.tgt")))}
-            scoring = {"moses_lang": exp["scoring"].get("moses_lang", "en"), "compound_split": exp["scoring"].get("compound_split", False)}
-            for name, hyp in systems.items():
-                s = bleu_scores(hyp, ref, **scoring)
-                rows.append({"experiment": name, "dataset": exp["dataset"], "testset": exp["testset"], "status": "done",
-                             "bleu": s["tokenized_bleu"]["score"], "sacrebleu": s["sacrebleu"]["score"], "lines": s["lines"]})
-        elif number == 4:
-            gold_path = data / f"{exp['testset']}.gold"
-            if gold_path.exists():
-                gold = list(read_lines(gold_path))
-                f1 = evalb(gold, [right_branching(g) for g in gold])["all"]["f1"]
-                rows.append({"row": "baseline: right-branching", "experiment": "", "status": "done", "f1": f1})
-    return rows
+def build(number: int, results: Path, experiments: list[dict]) -> list[dict]:
+    """The rows of Table `number` for `experiments` (one row each, in order)."""
+    return {2: table2, 3: table3, 4: table4}[number](results, experiments)
 
 
-def build(number: int, results: Path, experiments: list[dict], bootstrap: int = 0, baselines: bool = False) -> list[dict]:
-    if number == 2:
-        rows = table2(results, experiments)
-    elif number == 3:
-        rows = table3(results, experiments, bootstrap)
-    else:
-        rows = table4(results, experiments)
-    if baselines and number in (2, 4):
-        extra = baseline_rows(number, results, experiments)
-        rows += [{**{k: None for k in rows[0]}, **r} for r in extra] if rows else extra
-    return rows
+def with_extra_rows(rows: list[dict], extra: list[dict]) -> list[dict]:
+    """`rows` followed by `extra` (e.g. baselines), every row with the same columns."""
+    columns = list(rows[0]) if rows else []
+    return rows + [{**{k: None for k in columns}, **r} for r in extra]

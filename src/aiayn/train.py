@@ -1,39 +1,36 @@
-"""Training (§5): token batches, Adam with the §5.3 schedule, label smoothing, AMP, DDP,
-checkpoints, exact auto-resume and graceful stops on SIGTERM/SIGUSR1.
+"""The training loop (§5): token batches, Adam with the §5.3 schedule, label smoothing, AMP, DDP,
+a checkpoint every `checkpoint_interval` updates, exact auto-resume and graceful stops.
 
-`train()` runs one job. It resumes from the newest readable checkpoint of its folder, writes a
+`run()` trains one job. It resumes from the newest readable checkpoint of its folder, writes a
 checkpoint every `checkpoint_interval` updates, and on a stop signal finishes the current update,
 writes a checkpoint and returns EXIT_PREEMPTED, so that the Snakemake rule's retry resumes. Under
-torchrun every rank runs `train()`; the environment says which rank it is.
+torchrun every rank runs it; the environment says which rank it is (`aiayn.distributed`).
+Checkpoint files: `aiayn.checkpoint`; the metrics file: `aiayn.metrics`; progress lines:
+`aiayn.progress`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import math
-import os
-import re
-import signal
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 
 from aiayn import checkpoint as ckpt
+from aiayn import metrics, precision
 from aiayn.batching import Batcher, Prefetcher, collate, micro_batch_budget
+from aiayn.distributed import Env, stop_requested
 from aiayn.encoded import PAD, Corpus
 from aiayn.errors import UserError
-from aiayn.hardware import model_flops, peak_flops
-from aiayn.model import ModelConfig, Transformer, build, count_parameters
+from aiayn.model import ModelConfig, build, count_parameters
+from aiayn.progress import Progress, format_progress, format_start, start_record
 
 EXIT_DONE = 0
 EXIT_NONFINITE = 3
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: a checkpoint is written, run the job again to resume
-CHECKPOINT = re.compile(r"checkpoint_(\d+)\.pt$")
 
 
 class TrainingError(UserError, RuntimeError):
@@ -50,82 +47,6 @@ def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, eps_ls: floa
     return F.cross_entropy(
         logits.float().flatten(0, 1), target.flatten(), ignore_index=PAD, label_smoothing=eps_ls, reduction="sum"
     )
-
-
-@dataclass
-class Env:
-    """Where this process runs: rank, world size and device; `agents`: torchrun agents (srun tasks)."""
-
-    rank: int = 0
-    world_size: int = 1
-    device: torch.device = torch.device("cpu")
-    agents: int = 1
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-
-def setup(device: str = "auto") -> Env:
-    """Join the process group torchrun set up (if any) and pick this rank's device."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    if device == "auto":
-        device = f"cuda:{local}" if torch.cuda.is_available() else "cpu"
-    dev = torch.device(device)
-    if dev.type == "cuda":
-        torch.cuda.set_device(dev)
-    if world > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
-    return Env(rank, world, dev, agents=int(os.environ.get("GROUP_WORLD_SIZE", "1")))
-
-
-def precision(setting: str, device: torch.device) -> tuple[torch.dtype | None, bool]:
-    """(autocast dtype or None, whether to scale the loss) for a `precision` setting on `device`."""
-    if setting == "auto":
-        if device.type != "cuda":
-            setting = "fp32"
-        else:
-            setting = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    if setting == "fp32":
-        return None, False
-    if device.type != "cuda":
-        raise TrainingError(f"precision {setting} needs a GPU; use fp32 (or auto) on {device}")
-    return (torch.bfloat16, False) if setting == "bf16" else (torch.float16, True)
-
-
-def list_checkpoints(folder: Path) -> list[tuple[int, Path]]:
-    """Step checkpoints of `folder`, newest first."""
-    found = [(int(m.group(1)), p) for p in folder.glob("checkpoint_*.pt") if (m := CHECKPOINT.search(p.name))]
-    return sorted(found, reverse=True)
-
-
-def newest_readable(folder: Path, log) -> dict | None:
-    """The newest checkpoint of `folder` that loads; unreadable newer ones are reported and skipped."""
-    for _, path in list_checkpoints(folder):
-        try:
-            return ckpt.load(path)
-        except ckpt.CheckpointError as exc:
-            log(f"warning: {exc}; falling back to the previous checkpoint")
-    return None
-
-
-class StopFlag:
-    """Set by SIGTERM / SIGUSR1 (what Slurm sends before a time limit or preemption)."""
-
-    def __init__(self):
-        self.signal: int | None = None
-
-    def install(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGUSR1):
-            signal.signal(sig, self._handle)
-
-    def _handle(self, signum, frame) -> None:
-        self.signal = signum
-
-    def __bool__(self) -> bool:
-        return self.signal is not None
 
 
 @dataclass
@@ -160,9 +81,8 @@ class Trainer:
         )
         d_model, warmup, scale = self.model_cfg.d_model, self.tr["warmup_steps"], self.tr["lr_scale"]
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: rate(s + 1, d_model, warmup, scale))
-        self.autocast_dtype, scaled = precision(self.tr["precision"], env.device)
-        self.arithmetic = {torch.bfloat16: "bf16", torch.float16: "fp16", None: "fp32"}[self.autocast_dtype]
-        self.scaler = torch.amp.GradScaler(env.device.type, enabled=scaled)
+        self.arithmetic = precision.resolve(self.tr["precision"], env.device)
+        self.scaler = torch.amp.GradScaler(env.device.type, enabled=self.arithmetic == "fp16")
         self.accumulation, budget = micro_batch_budget(self.tr["tokens_per_update"], self.tr["max_tokens"], env.world_size)
         self.batcher = Batcher(
             train, budget=budget, seed=self.tr["seed"], per_update=self.accumulation * env.world_size,
@@ -190,7 +110,7 @@ class Trainer:
         }
 
     def resume(self) -> None:
-        state = newest_readable(self.files.checkpoints, self.log)
+        state = ckpt.newest_readable(self.files.checkpoints, self.log)
         if state is None:
             return
         where = f"{self.files.checkpoints}: checkpoint of step {state['step']}"
@@ -210,14 +130,13 @@ class Trainer:
                      "resuming, not bit-exactly")
         self.log(f"resumed from step {self.step}")
         if self.env.main:
-            truncate_metrics(self.files.metrics, self.step)
+            metrics.truncate(self.files.metrics, self.step)
 
     def save(self) -> Path:
-        path = self.files.checkpoints / f"checkpoint_{self.step:07d}.pt"
+        path = ckpt.step_path(self.files.checkpoints, self.step)
         if self.env.main:
             ckpt.save(self.payload(), path)
-            for _, old in list_checkpoints(self.files.checkpoints)[self.tr["keep_checkpoints"] :]:
-                old.unlink(missing_ok=True)
+            ckpt.prune(self.files.checkpoints, self.tr["keep_checkpoints"])
         return path
 
     # -- one update --------------------------------------------------------------------------------
@@ -266,9 +185,7 @@ class Trainer:
         return total, src_tokens, tgt_tokens
 
     def autocast(self):
-        if self.autocast_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.env.device.type, dtype=self.autocast_dtype)
+        return precision.autocast(self.env.device, self.arithmetic)
 
     # -- evaluation ----------------------------------------------------------------------------------
     @torch.no_grad()
@@ -292,71 +209,6 @@ class Trainer:
         return {"dev_nll": nll_per, "dev_ppl": math.exp(min(nll_per, 700)), "dev_loss": smoothed.item() / tokens}
 
 
-def truncate_metrics(path: Path, step: int) -> None:
-    """Drop metric records past `step` (left by a run that died after its last checkpoint)."""
-    if not path.exists():
-        return
-    keep = [line for line in path.read_text().splitlines() if json.loads(line).get("step", 0) <= step]
-    path.write_text("".join(line + "\n" for line in keep))
-
-
-class Progress:
-    """Progress lines and JSON-lines metrics every `interval` updates."""
-
-    def __init__(self, trainer: Trainer, total_steps: int):
-        self.t, self.total = trainer, total_steps
-        self.start_step, self.start = trainer.step, time.perf_counter()
-        self.reset()
-        dev = trainer.env.device
-        self.device_name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
-        peak = peak_flops(self.device_name, trainer.arithmetic)
-        self.peak = peak * trainer.env.world_size if peak else None
-
-    def reset(self) -> None:
-        self.loss = torch.zeros((), device=self.t.env.device)
-        self.src = self.tgt = 0
-        self.mark = time.perf_counter()
-        self.steps = 0
-
-    def add(self, loss: torch.Tensor, src: int, tgt: int) -> None:
-        self.loss += loss
-        self.src, self.tgt, self.steps = self.src + src, self.tgt + tgt, self.steps + 1
-
-    def record(self, **extra) -> dict:
-        loss = self.loss.clone()
-        if self.t.env.world_size > 1:
-            dist.all_reduce(loss)
-        loss = loss.item() / max(self.tgt, 1)
-        seconds = time.perf_counter() - self.mark
-        tps = self.tgt / seconds if seconds > 0 else 0.0
-        done = self.t.step - self.start_step
-        eta = (time.perf_counter() - self.start) / max(done, 1) * (self.total - self.t.step)
-        rec = {
-            "step": self.t.step, "loss": loss, "lr": self.t.scheduler.get_last_lr()[0],
-            "src_tokens_per_update": self.src / max(self.steps, 1), "tgt_tokens_per_update": self.tgt / max(self.steps, 1),
-            "tgt_tokens_per_s": tps, "tflops": model_flops(self.t.params, self.tgt) / seconds / 1e12 if seconds > 0 else 0.0,
-            "eta_s": eta, "wall": time.time(), **extra,
-        }
-        rec["mfu"] = rec["tflops"] * 1e12 / self.peak if self.peak else None
-        self.reset()
-        return rec
-
-
-def write_metric(path: Path, record: dict) -> None:
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record) + "\n")
-
-
-def format_progress(rec: dict, total: int) -> str:
-    mfu = f" mfu {rec['mfu']:.1%}" if rec.get("mfu") is not None else ""
-    eta = time.strftime("%H:%M:%S", time.gmtime(rec["eta_s"])) if rec["eta_s"] < 86400 else f"{rec['eta_s'] / 86400:.1f}d"
-    return (
-        f"step {rec['step']}/{total} loss {rec['loss']:.4f} lr {rec['lr']:.3e} "
-        f"tok/s {rec['tgt_tokens_per_s']:,.0f} batch {rec['src_tokens_per_update']:,.0f}+{rec['tgt_tokens_per_update']:,.0f} "
-        f"tflops {rec['tflops']:.2f}{mfu} eta {eta}"
-    )
-
-
 def run(trainer: Trainer, stop, *, max_updates: int | None = None) -> int:
     """Train until the configured steps (or `max_updates` more, or a stop); return the exit code."""
     try:
@@ -370,7 +222,9 @@ def _run(trainer: Trainer, stop, max_updates: int | None) -> int:
     files.checkpoints.mkdir(parents=True, exist_ok=True)
     t.resume()
     if env.main:
-        start_record(t)
+        rec = start_record(t)
+        metrics.append(files.metrics, rec)
+        t.log(format_start(t, rec))
     progress = Progress(t, total)
     left = max_updates if max_updates is not None else total
     t.model.train()
@@ -387,7 +241,7 @@ def _run(trainer: Trainer, stop, max_updates: int | None) -> int:
         if at_log:
             rec = progress.record()
             if env.main:
-                write_metric(files.metrics, rec)
+                metrics.append(files.metrics, rec)
                 t.log(format_progress(rec, total))
         if at_checkpoint:
             checkpoint_and_evaluate(t)
@@ -397,14 +251,15 @@ def _run(trainer: Trainer, stop, max_updates: int | None) -> int:
             t.log(f"stop signal: checkpoint of step {t.step} written; run again to resume (exit {EXIT_PREEMPTED})")
             return EXIT_PREEMPTED
     if t.step >= total and env.main:
-        ckpt.copy(files.checkpoints / f"checkpoint_{t.step:07d}.pt", files.out)
+        ckpt.copy(ckpt.step_path(files.checkpoints, t.step), files.out)
         t.log(f"done: {files.out}")
     return EXIT_DONE
 
 
 def seed_dropout(seed: int, micro_batch: int, device: torch.device) -> None:
     """Dropout masks drawn from the global index of the micro-batch: the same masks for the same
-    micro-batch whichever process runs it, so 2 processes train exactly as 1 with accumulation 2."""
+    micro-batch whichever process runs it, so 2 processes train as 1 with accumulation 2 (up to the
+    rounding of gradient sums taken in another order)."""
     value = (seed * 1_000_003 + micro_batch) % (2**63)
     if device.type == "cuda":
         torch.cuda.manual_seed(value)  # this device's generator only; no synchronisation
@@ -412,40 +267,12 @@ def seed_dropout(seed: int, micro_batch: int, device: torch.device) -> None:
         torch.manual_seed(value)
 
 
-def start_record(t: Trainer) -> None:
-    env = t.env
-    name = torch.cuda.get_device_name(env.device) if env.device.type == "cuda" else "cpu"
-    write_metric(t.files.metrics, {
-        "event": "start", "step": t.step, "world_size": env.world_size, "agents": env.agents, "accumulation": t.accumulation,
-        "budget": t.batcher.budget, "params": t.params, "device_name": name, "precision": t.arithmetic,
-        "wall": time.time(),
-    })
-    t.log(f"training {t.settings['name']}: {t.params:,} parameters on {env.world_size} x {name}"
-          f"{f' ({env.agents} launcher tasks)' if env.agents > 1 else ''}, "
-          f"{t.accumulation} micro-batch(es) of <= {t.batcher.budget} tokens per side per process, "
-          f"step {t.step} -> {t.tr['steps']}")
-
-
 def checkpoint_and_evaluate(t: Trainer) -> None:
     t.save()
     if t.env.main:
         dev = t.evaluate()
         if dev:
-            write_metric(t.files.metrics, {"step": t.step, **dev})
+            metrics.append(t.files.metrics, {"step": t.step, **dev})
             t.log(f"step {t.step} dev nll {dev['dev_nll']:.4f} ppl {dev['dev_ppl']:.2f}")
     if t.env.world_size > 1:
-        dist.barrier()
-
-
-STOP_CHECK_INTERVAL = 10  # updates between stop-flag all-reduces when several processes train
-
-
-def stop_requested(stop, env: Env, step: int) -> bool:
-    """Whether any rank got a stop signal. One process: every update; several: every few updates, in lockstep."""
-    if env.world_size == 1:
-        return bool(stop)
-    if step % STOP_CHECK_INTERVAL:
-        return False
-    flag = torch.tensor([1 if stop else 0], device=env.device)
-    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-    return bool(flag.item())
+        torch.distributed.barrier()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from typing import Callable
@@ -10,7 +9,9 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from aiayn import precision as arithmetic
 from aiayn.beam import Hypothesis, beam_search
+from aiayn.beam_state import BeamState
 from aiayn.encoded import BOS, EOS, PAD
 from aiayn.model import Transformer
 
@@ -48,7 +49,7 @@ def search_batch(model: Transformer, src: list[list[int]], *, beam: int, alpha: 
     limits = [max_steps(len(s), a, b, cap) for s in src]
     with autocast():
         memory, mask = model.encode(x.to(device))  # (B, S, d_model)
-        state = model.init_state(memory, mask, max_len=max(limits), group=beam)  # memory once per sentence
+        state = BeamState(model, memory, mask, max_len=max(limits), group=beam)  # memory once per sentence
 
         def step(tokens: torch.Tensor) -> torch.Tensor:
             return F.log_softmax(model.decode_step(tokens, state).float(), dim=-1)  # (rows, V)
@@ -62,8 +63,9 @@ def translate(model: Transformer, src: list[list[int]], *, beam: int, alpha: flo
               progress: Callable[[int, float], None] | None = None) -> list[list[Hypothesis]]:
     """Hypotheses for every source sequence, in input order."""
     device = next(model.parameters()).device
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-    autocast = (lambda: torch.autocast(device.type, dtype=dtype)) if dtype else contextlib.nullcontext
+    def autocast():
+        return arithmetic.autocast(device, precision)
+
     model.eval()
     out: list[list[Hypothesis] | None] = [None] * len(src)
     start, done = time.perf_counter(), 0

@@ -6,12 +6,14 @@ PAD 0, UNK 1, BOS 2, EOS 3 (aiayn.encoded); the model's padding id is 0.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import sentencepiece as spm
 
 from aiayn.encoded import BOS, EOS, PAD, UNK
 from aiayn.errors import UserError
+from aiayn.io import atomic_paths
 
 
 def load(path: str | os.PathLike) -> spm.SentencePieceProcessor:
@@ -46,17 +48,19 @@ def train(inputs: list[str], out: str | os.PathLike, *, model_type: str, size: i
     vocabulary is made rather than failing.
     """
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    prefix = out.with_name(f".{out.stem}.tmp")
     spm.set_random_generator_seed(seed)
-    try:
-        spm.SentencePieceTrainer.Train(
-            input=",".join(str(p) for p in inputs), model_prefix=str(prefix), vocab_size=size, model_type=model_type,
-            pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS, character_coverage=1.0,
-            input_sentence_size=input_sentence_size, shuffle_input_sentence=True, num_threads=threads,
-            hard_vocab_limit=False, minloglevel=1,
-        )
-    except RuntimeError as exc:
-        raise UserError(f"sentencepiece could not train on {', '.join(map(str, inputs))}: {exc}") from None
-    os.replace(f"{prefix}.model", out)
-    os.replace(f"{prefix}.vocab", out.with_suffix(".vocab"))
+    # sentencepiece names its two files after a prefix: train in a private folder, then move them
+    with atomic_paths(out, out.with_suffix(".vocab")) as (model, pieces), \
+            tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.") as scratch:
+        prefix = Path(scratch) / "spm"
+        try:
+            spm.SentencePieceTrainer.Train(
+                input=",".join(str(p) for p in inputs), model_prefix=str(prefix), vocab_size=size,
+                model_type=model_type, pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS, character_coverage=1.0,
+                input_sentence_size=input_sentence_size, shuffle_input_sentence=True, num_threads=threads,
+                hard_vocab_limit=False, minloglevel=1,
+            )
+        except RuntimeError as exc:
+            raise UserError(f"sentencepiece could not train on {', '.join(map(str, inputs))}: {exc}") from None
+        os.replace(f"{prefix}.model", model)
+        os.replace(f"{prefix}.vocab", pieces)

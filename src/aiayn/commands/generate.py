@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from aiayn import demo
-from aiayn.commands.prepare import load_json
+from aiayn.commands import load_json
 
 
 def add_arguments(parser):

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
-
-from aiayn.config import ConfigError
+from aiayn.commands import load_json
 from aiayn.corpus import prepare_train
 
 
@@ -15,13 +13,6 @@ def add_arguments(parser):
     parser.add_argument("--src", required=True)
     parser.add_argument("--tgt", required=True)
     parser.add_argument("--report", required=True, help="JSON with the counts kept and removed")
-
-
-def load_json(text: str, what: str):
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise ConfigError(f"{what} is not valid JSON: {exc}") from None
 
 
 def run(args) -> int:

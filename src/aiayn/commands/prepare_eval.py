@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aiayn.commands.prepare import load_json
+from aiayn.commands import load_json
 from aiayn.corpus import prepare_eval
 
 

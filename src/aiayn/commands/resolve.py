@@ -7,9 +7,8 @@ retrains only that experiment.
 
 from __future__ import annotations
 
-import json
-
-from aiayn.config import ConfigError
+from aiayn.commands import load_json
+from aiayn.errors import UserError
 from aiayn.io import write_json
 
 REQUIRED = ("name", "dataset", "task", "model", "train", "vocab")
@@ -21,12 +20,9 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    try:
-        settings = json.loads(args.settings)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"--settings is not valid JSON: {exc}") from None
+    settings = load_json(args.settings, "--settings", expect=dict)
     missing = [k for k in REQUIRED if k not in settings]
     if missing:
-        raise ConfigError(f"--settings lacks {', '.join(missing)}")
+        raise UserError(f"--settings lacks {', '.join(missing)}")
     write_json(args.out, settings)
     return 0

@@ -6,10 +6,8 @@ parsing: EVALB (COLLINS.prm) of the restored parses against the gold trees (--re
 
 from __future__ import annotations
 
-import json
-
+from aiayn.commands import load_json
 from aiayn.corpus import read_lines
-from aiayn.config import ConfigError
 from aiayn.parsing import score_parses
 from aiayn.io import write_json
 from aiayn.score import bleu_scores, check_lines
@@ -25,10 +23,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    try:
-        scoring = json.loads(args.scoring)
-    except ValueError as exc:
-        raise ConfigError(f"--scoring is not valid JSON: {exc}") from None
+    scoring = load_json(args.scoring, "--scoring", expect=dict)
     hyp, ref = list(read_lines(args.hyp)), list(read_lines(args.ref))
     check_lines(hyp, ref, args.hyp, args.ref, args.expect_lines)
     if args.task == "parsing":

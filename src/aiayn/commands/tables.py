@@ -7,15 +7,16 @@ From the DAG (`snakemake table2`) it waits for every run of the table; by hand,
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from aiayn import baselines, tables
 from aiayn import config as cfg
-from aiayn.commands.prepare import load_json
+from aiayn.commands import load_json
+from aiayn.corpus import read_lines
 from aiayn.errors import UserError
 from aiayn.io import atomic_write_text
+from aiayn.score import paired_bootstrap_p
 from aiayn.study import Study
-from aiayn.tables import build, markdown_document, to_csv
 
 
 def add_arguments(parser):
@@ -40,12 +41,29 @@ def run(args) -> int:
         args.baselines = args.baselines or config["baselines"]
     else:
         raise UserError("give --experiments (JSON) or --config (the study config)")
-    rows = build(args.table, results, experiments, args.bootstrap, args.baselines)
+    rows = tables.build(args.table, results, experiments)
+    if args.table == 3 and args.bootstrap:
+        add_p_values(rows, results, experiments, args.bootstrap)
+    if args.baselines and args.table in (2, 4):
+        rows = tables.with_extra_rows(rows, baselines.table_rows(args.table, results, experiments))
     md = Path(args.out_md or results / "tables" / f"table{args.table}.md")
     csv = Path(args.out_csv or md.with_suffix(".csv"))
-    atomic_write_text(md, markdown_document(args.table, rows))
-    atomic_write_text(csv, to_csv(rows))
+    atomic_write_text(md, tables.markdown_document(args.table, rows))
+    atomic_write_text(csv, tables.to_csv(rows))
     names = {e["name"] for e in experiments}
     done = sum(r["status"] == "done" for r in rows if r.get("experiment") in names)
     print(f"table {args.table}: {done}/{len(experiments)} experiments done -> {md}, {csv}")
     return 0
+
+
+def add_p_values(rows: list[dict], results: Path, experiments: list[dict], samples: int) -> None:
+    """Table 3's p_value_vs_base: each scored row's dev-set translations against the base row's."""
+    base = next((e for e in experiments if e.get("row") == "base"), None)
+    base_score = base and tables.read_score(results, base["name"], base["testset"])
+    if not base_score:
+        return
+    ref, base_hyp = list(read_lines(base_score["ref"])), list(read_lines(base_score["hyp"]))
+    for exp, row in zip(experiments, rows):
+        score = tables.read_score(results, exp["name"], exp["testset"])
+        if score and exp is not base:
+            row["p_value_vs_base"] = paired_bootstrap_p(ref, base_hyp, list(read_lines(score["hyp"])), samples)

@@ -6,13 +6,14 @@ checkpoint when SIGTERM/SIGUSR1 arrives (run it again to resume), 3 on a non-fin
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from aiayn import encoded
-from aiayn.config import ConfigError
+from aiayn.commands import load_json
+from aiayn.errors import UserError
 from aiayn.io import file_sha256
-from aiayn.train import RunFiles, StopFlag, Trainer, setup
+from aiayn.distributed import StopFlag, setup
+from aiayn.train import RunFiles, Trainer
 from aiayn.train import run as train_run
 
 
@@ -34,14 +35,15 @@ def check_vocabulary(corpus, side: str, spm_path: str | None) -> None:
         return
     want = corpus.header["meta"].get(f"spm_{side}_sha256")
     if want and file_sha256(spm_path) != want:
-        raise ConfigError(f"{spm_path} is not the {side} vocabulary {corpus.path} was encoded with; rerun `snakemake data`")
+        raise UserError(f"{spm_path} is not the {side} vocabulary {corpus.path} was encoded with; rerun `snakemake data`")
 
 
 def run(args) -> int:
     try:
-        settings = json.loads(Path(args.settings).read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{args.settings}: cannot read the experiment settings ({exc})") from None
+        text = Path(args.settings).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"{args.settings}: cannot read the experiment settings ({exc})") from None
+    settings = load_json(text, args.settings, expect=dict)
     train = encoded.read(args.train)
     dev = encoded.read(args.dev) if args.dev else None
     check_vocabulary(train, "src", args.spm_src)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import torch
 
 from aiayn import checkpoint as ckpt
 from aiayn import vocab
-from aiayn.config import ConfigError
+from aiayn.commands import load_json
 from aiayn.corpus import read_lines
 from aiayn.io import atomic_write_text
 from aiayn.translate import translate
@@ -28,10 +26,8 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    try:
-        settings = {"beam": 4, "alpha": 0.6, "max_len_a": 1.0, "max_len_b": 50, **json.loads(args.decode)}
-    except ValueError as exc:
-        raise ConfigError(f"--decode is not valid JSON: {exc}") from None
+    settings = {"beam": 4, "alpha": 0.6, "max_len_a": 1.0, "max_len_b": 50,
+                **load_json(args.decode, "--decode", expect=dict)}
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           ("cpu" if args.device == "auto" else args.device))
     model = ckpt.rebuild(ckpt.load(args.model), device=device)

@@ -6,11 +6,9 @@ With a shared vocabulary one model is trained on both sides and written under bo
 
 from __future__ import annotations
 
-import json
-import shutil
-
 from aiayn import vocab
-from aiayn.config import ConfigError
+from aiayn.commands import load_json
+from aiayn.io import atomic_copy
 
 
 def add_arguments(parser):
@@ -23,17 +21,13 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    try:
-        settings = {"model_type": "bpe", "size": 37000, "shared": True, "input_sentence_size": 10_000_000,
-                    **json.loads(args.vocab)}
-    except ValueError as exc:
-        raise ConfigError(f"--vocab is not valid JSON: {exc}") from None
+    settings = {"model_type": "bpe", "size": 37000, "shared": True, "input_sentence_size": 10_000_000,
+                **load_json(args.vocab, "--vocab", expect=dict)}
     common = dict(model_type=settings["model_type"], size=settings["size"],
                   input_sentence_size=settings["input_sentence_size"], threads=args.threads)
     if settings["shared"]:
         vocab.train([args.train_src, args.train_tgt], args.out_src, **common)
-        shutil.copyfile(args.out_src, args.out_tgt + ".tmp")
-        shutil.move(args.out_tgt + ".tmp", args.out_tgt)
+        atomic_copy(args.out_src, args.out_tgt)
     else:
         vocab.train([args.train_src], args.out_src, **common)
         vocab.train([args.train_tgt], args.out_tgt, **common)

@@ -1,0 +1,114 @@
+"""`metrics.jsonl`, a run's record of itself: the one writer and the one reader.
+
+One JSON object per line, of three kinds:
+
+- start: `{"event": "start", "step", "world_size", "agents", "accumulation", "budget", "params",
+  "device_name", "precision", "wall"}`, each time a job (re)starts;
+- progress: `{"step", "loss", "lr", "src_tokens_per_update", "tgt_tokens_per_update",
+  "tgt_tokens_per_s", "tflops", "mfu", "eta_s", "wall"}`, every `log_interval` updates;
+- dev: `{"step", "dev_nll", "dev_ppl", "dev_loss"}`, at every checkpoint.
+
+The trainer appends; `tables` and `figures` read through `read` / `summary`. Pure Python: the
+tables' environment has no torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aiayn.io import atomic_write_text
+
+
+def kind(record: dict) -> str:
+    """"start", "progress" or "dev"."""
+    if record.get("event") == "start":
+        return "start"
+    if "loss" in record:
+        return "progress"
+    if "dev_ppl" in record:
+        return "dev"
+    raise ValueError(f"not a metrics record: {record}")
+
+
+def append(path: str | os.PathLike, record: dict) -> None:
+    kind(record)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def _records(path: Path) -> list[dict]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            if i == len(lines) - 1:  # a torn last line: a crash while it was written
+                break
+            raise ValueError(f"{path}, line {i + 1}: not a JSON record") from None
+    return out
+
+
+@dataclass
+class Records:
+    """The records of one metrics.jsonl by kind, each progress record with `hours` since the first start."""
+
+    start: list[dict] = field(default_factory=list)
+    progress: list[dict] = field(default_factory=list)
+    dev: list[dict] = field(default_factory=list)
+
+
+def read(path: str | os.PathLike) -> Records:
+    out = Records()
+    path = Path(path)
+    if not path.exists():
+        return out
+    first_wall = None
+    for rec in _records(path):
+        k = kind(rec)
+        if k == "start" and first_wall is None:
+            first_wall = rec["wall"]
+        if k == "progress":
+            rec = {**rec, "hours": (rec["wall"] - first_wall) / 3600 if first_wall is not None else 0.0}
+        getattr(out, k).append(rec)
+    return out
+
+
+def summary(path: str | os.PathLike) -> dict:
+    """Training facts of a run: step reached, hours trained (summed over its jobs, idle time between
+    jobs excluded), GPUs, device, precision, parameters, target tokens seen, last dev perplexity."""
+    out = {"step": 0, "hours": 0.0, "gpus": None, "device": None, "precision": None, "params": None,
+           "tgt_tokens": 0.0, "dev_ppl": None}
+    path = Path(path)
+    if not path.exists():
+        return out
+    start = last_wall = None
+    prev_step = 0
+    for rec in _records(path):
+        k = kind(rec)
+        if k == "start":
+            if start is not None:
+                out["hours"] += (last_wall - start) / 3600
+            start, last_wall, prev_step = rec["wall"], rec["wall"], rec["step"]
+            out.update(gpus=rec["world_size"], device=rec["device_name"], params=rec["params"],
+                       precision=rec.get("precision", "bf16"))
+        elif k == "progress":
+            out["tgt_tokens"] += rec["tgt_tokens_per_update"] * (rec["step"] - prev_step)
+            prev_step, last_wall = rec["step"], rec["wall"]
+            out["step"] = rec["step"]
+        else:
+            out["dev_ppl"] = rec["dev_ppl"]
+    if start is not None:
+        out["hours"] += (last_wall - start) / 3600
+    return out
+
+
+def truncate(path: str | os.PathLike, step: int) -> None:
+    """Drop records past `step` (left by a job that died after its last checkpoint)."""
+    path = Path(path)
+    if path.exists():
+        keep = [r for r in _records(path) if r.get("step", 0) <= step]
+        atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in keep))
