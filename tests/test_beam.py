@@ -185,3 +185,35 @@ def test_beam_never_scores_below_greedy_on_a_trained_model(tmp_path):
     assert all(b[0].logprob >= g[0].logprob - 1e-5 for b, g in zip(beam, best))
     assert sum(b[0].logprob > g[0].logprob + 1e-5 for b, g in zip(beam, best)) >= 1  # beam does find better ones
     assert sum(b[0].tokens == s[::-1] for b, s in zip(beam, sources)) >= 5  # and the model did learn to reverse
+
+
+def test_translate_command_writes_the_nbest_list(tmp_path):
+    """`translate --nbest 3`: three hypotheses per line, best first, the first one the 1-best output,
+    scores those of the search."""
+    from aiayn import checkpoint, vocab
+    from aiayn.cli import main
+
+    text = tmp_path / "text.txt"
+    text.write_text("".join(f"{w} {x} {w}{x}\n" for w in ("ab", "cd", "ef", "gh") for x in ("ij", "kl", "mn")))
+    vocab.train([text], tmp_path / "spm.model", model_type="bpe", size=40, input_sentence_size=0)
+    size = vocab.load(tmp_path / "spm.model").GetPieceSize()
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(src_vocab=size, tgt_vocab=size, N=1, d_model=16, d_ff=32, h=2, d_k=8, d_v=8))
+    checkpoint.save(checkpoint.model_payload(model), tmp_path / "model.pt")
+    (tmp_path / "in.txt").write_text("ab ij\ncd kl mn\nef\n")
+    out = tmp_path / "out.txt"
+    spm = str(tmp_path / "spm.model")
+    assert main(["translate", "--model", str(tmp_path / "model.pt"), "--input", str(tmp_path / "in.txt"),
+                 "--spm-src", spm, "--spm-tgt", spm, "--out", str(out), "--nbest", "3", "--device", "cpu",
+                 "--decode", '{"max_len_b": 4}']) == 0
+    best = out.read_text().splitlines()
+    rows = [line.split("\t") for line in (tmp_path / "out.txt.nbest").read_text().splitlines()]
+    assert len(best) == 3 and [int(r[0]) for r in rows] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    sp = vocab.load(spm)
+    hyps = translate(model.eval(), vocab.encode(sp, ["ab ij", "cd kl mn", "ef"]), beam=4, alpha=0.6, max_len_a=1.0,
+                     max_len_b=4, nbest=3)
+    for i, hs in enumerate(hyps):
+        mine = rows[3 * i : 3 * i + 3]
+        assert [float(r[1]) for r in mine] == pytest.approx([h.score for h in hs], abs=1e-5)
+        assert [float(r[1]) for r in mine] == sorted((float(r[1]) for r in mine), reverse=True)
+        assert mine[0][3] == best[i] == vocab.decode(sp, hs[0].tokens)

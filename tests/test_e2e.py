@@ -114,3 +114,33 @@ def test_report_builds_offline_with_every_figure(run_dag):
             assert (run_dag / experiment / "figures" / figure).stat().st_size > 1000
     assert html.count("learning_curves.png") >= 5 and "attention.png" in html and "table3.csv" in html
     assert "src=\"http" not in html  # self-contained
+
+
+@pytest.fixture(scope="module")
+def demo_results(tmp_path_factory):
+    """The demo exactly as the README runs it (profiles/demo/study.yaml, 2 cores), in a scratch folder."""
+    workdir = tmp_path_factory.mktemp("demo")
+    cmd = [sys.executable, "-m", "snakemake", "all", "-s", str(ROOT / "Snakefile"), "-d", str(workdir), "--cores", "2",
+           "--configfile", str(ROOT / "profiles/demo/study.yaml"), "--replace-workflow-config"]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
+    return workdir / "results" / "demo"
+
+
+def table(results: Path, n: int) -> dict[str, dict]:
+    rows = csv.DictReader((results / f"tables/table{n}.csv").open())
+    return {r["experiment"] or r["row"]: r for r in rows}
+
+
+@pytest.mark.slow
+def test_demo_models_are_far_above_the_trivial_systems(demo_results):
+    """The README's demo figures, as floors: the models must have learned the made-up language and
+    grammar, far beyond copying, word-by-word translation and right-branching trees."""
+    t2, t4 = table(demo_results, 2), table(demo_results, 4)
+    word_by_word = float(t2["baseline: word by word"]["bleu"])
+    copy = float(t2["baseline: copy the source"]["bleu"])
+    for model in ("base", "big"):
+        bleu = float(t2[model]["bleu"])
+        assert bleu >= 50 and bleu >= 10 * max(word_by_word, copy), (model, bleu, word_by_word, copy)
+    f1, right_branching = float(t4["parse"]["f1"]), float(t4["baseline: right-branching"]["f1"])
+    assert f1 >= 40 and f1 >= 2 * right_branching, (f1, right_branching)
