@@ -8,11 +8,11 @@ import sys
 import zipfile
 
 import pytest
+from conftest import ROOT, SHARED
 
 from aiayn.evalb import evalb, read_tree, score_sentence
 from aiayn.parsing import restore, score_parses
 from aiayn.trees import delinearize, linearize, parse_trees, preprocess, read_sections, with_top
-from conftest import ROOT, SHARED
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,10 @@ def test_sample_round_trips_exactly(sample):
 
 
 def test_preprocessing():
-    (tree,) = parse_trees("( (S (NP-SBJ-1 (-NONE- *)) (NP-TMP=2 (NNP Monday)) (VP (VBD said) (-LRB- -LRB-) (SBAR (-NONE- 0) (S (-NONE- *T*-1))))) )")
+    (tree,) = parse_trees(
+        "( (S (NP-SBJ-1 (-NONE- *)) (NP-TMP=2 (NNP Monday)) "
+        "(VP (VBD said) (-LRB- -LRB-) (SBAR (-NONE- 0) (S (-NONE- *T*-1))))) )"
+    )
     assert str(preprocess(tree.children[0])) == "(S (NP (NNP Monday)) (VP (VBD said) (-LRB- -LRB-)))"
     assert linearize(preprocess(tree.children[0], "XX")) == "(S (NP XX )NP (VP XX XX )VP )S"
 
@@ -117,7 +120,10 @@ def test_crossing_brackets():
 
 
 # -- repair -------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("sequence", ["", "(S XX XX", ")S )NP XX (NP XX", "(S (NP XX XX XX XX XX )NP )S", "XX (VP )VP )S (S", "(S )S (NP )NP"])
+@pytest.mark.parametrize(
+    "sequence",
+    ["", "(S XX XX", ")S )NP XX (NP XX", "(S (NP XX XX XX XX XX )NP )S", "XX (VP )VP )S (S", "(S )S (NP )NP"],
+)
 def test_malformed_sequences_become_trees_over_the_words(sequence):
     words = ["w1", "w2", "w3"]
     tree = delinearize(sequence, words)
@@ -145,8 +151,12 @@ def test_score_parses_uses_gold_tags_for_xx_leaves():
 def test_evalb_command(tmp_path):
     (tmp_path / "gold").write_text(GOLD + "\n")
     (tmp_path / "test").write_text("(TOP (S (NP (DT The) (NN cat)) (ADJP (VBD sat) (PRT (RP down))) (. .)))\n")
-    run = subprocess.run([sys.executable, "-m", "aiayn", "evalb", str(tmp_path / "gold"), str(tmp_path / "test")],
-                         capture_output=True, text=True, env={"PYTHONPATH": str(ROOT / "src"), "PATH": ""})
+    run = subprocess.run(
+        [sys.executable, "-m", "aiayn", "evalb", str(tmp_path / "gold"), str(tmp_path / "test")],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT / "src"), "PATH": ""},
+    )
     assert run.returncode == 0, run.stderr
     assert "Bracketing Recall         =  75.00" in run.stdout and "Bracketing FMeasure       =  75.00" in run.stdout
     assert "Complete match            =   0.00" in run.stdout
@@ -155,20 +165,42 @@ def test_evalb_command(tmp_path):
 def test_tiny_parsing_run_through_the_dag_on_the_sample(sample, tmp_path):
     """Train on section 00 of the NLTK sample, parse section 01, score with EVALB: the Table 4 branch."""
     import yaml
-
     from test_e2e import tiny_demo_config
 
     config = tiny_demo_config()
-    config["datasets"] = {"ptb-sample": {"task": "parsing", "treebank": str(sample), "train_sections": ["00"],
-                                         "dev": "s01", "test": "s01", "eval_sets": {"s01": {"sections": ["01"]}},
-                                         "vocab": {"model_type": "bpe", "size": 300, "shared": False}}}
+    config["datasets"] = {
+        "ptb-sample": {
+            "task": "parsing",
+            "treebank": str(sample),
+            "train_sections": ["00"],
+            "dev": "s01",
+            "test": "s01",
+            "eval_sets": {"s01": {"sections": ["01"]}},
+            "vocab": {"model_type": "bpe", "size": 300, "shared": False},
+        }
+    }
     config["archives"] = {}
     config["presets"]["parser"]["decode"] = {"beam": 1, "alpha": 0.3, "max_len_a": 1.0, "max_len_b": 5}
-    config["experiments"] = {"parse-sample": {"preset": "parser", "dataset": "ptb-sample", "tables": [4], "row": "sample"}}
+    config["experiments"] = {
+        "parse-sample": {"preset": "parser", "dataset": "ptb-sample", "tables": [4], "row": "sample"}
+    }
     config["baselines"] = False
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(config))
-    cmd = [sys.executable, "-m", "snakemake", "table4", "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path), "--cores", "2",
-           "--configfile", str(tmp_path / "study.yaml"), "--replace-workflow-config"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "table4",
+        "-s",
+        str(ROOT / "Snakefile"),
+        "-d",
+        str(tmp_path),
+        "--cores",
+        "2",
+        "--configfile",
+        str(tmp_path / "study.yaml"),
+        "--replace-workflow-config",
+    ]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-4000:]
     import json
@@ -177,3 +209,11 @@ def test_tiny_parsing_run_through_the_dag_on_the_sample(sample, tmp_path):
     assert score["all"]["sentences"] == len(list(read_sections(sample, ["01"])))
     assert score["all"]["error_sentences"] == 0  # every repaired parse is a tree over exactly the input words
     assert "| sample | parse-sample | done |" in (tmp_path / "results/tables/table4.md").read_text()
+
+
+def test_a_malformed_parse_without_words_is_skipped_as_evalb_does():
+    gold = "(TOP (S (NP (DT the) (NN dog)) (VP (VBD barked))))"
+    assert score_sentence(gold, "(S (NP (VP").status == "skip"
+    assert score_sentence(gold, "").status == "skip"
+    bad = score_sentence(gold, "(S (NP (DT the) (NN dog)) (VP (VBD barked))")
+    assert (bad.status, bad.message) == ("error", "Bracketing is unbalanced (too many open bracket)")

@@ -9,17 +9,24 @@ What EVALB does, and so do we:
 - gold and test brackets are matched one to one (each test bracket at most once), so duplicate
   brackets of unary chains count as often as they occur;
 - a sentence whose gold and test word counts differ ("Length unmatch") or whose words differ
-  ("Words unmatch") is an error sentence and leaves the totals; an empty test parse is skipped.
-Differences: EVALB aborts after MAX_ERROR (10) error sentences; we count them all and report it.
+  ("Words unmatch") is an error sentence and leaves the totals; an empty test parse is skipped, and
+  so is a malformed one that holds no word (a preterminal "(TAG word)").
+Checked against EVALB20080701's own output on three perturbed files (tests/test_protocol.py): every
+per-sentence row and both summaries equal. Differences, on malformed input only: EVALB aborts
+once its errors pass MAX_ERROR (at its 12th error line) and on some malformed lines, we count
+every error sentence and go on; for a line with a close bracket too many EVALB's message says
+"too many open bracket", ours "too many close bracket" (both count it as an error sentence).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from aiayn.errors import UserError
 
 TERMINATORS = set(" \t\n\r\f\v()")
+PRETERMINAL = re.compile(r"\(\s*[^()\s]+\s+[^()\s]+\s*\)")  # (TAG word)
 
 
 @dataclass(frozen=True)
@@ -129,6 +136,8 @@ def score_sentence(gold_line: str, test_line: str, params: Params = COLLINS) -> 
     try:
         test = read_tree(test_line, params)
     except BracketError as exc:
+        if not PRETERMINAL.search(test_line):  # as EVALB: a malformed line without any word is skipped
+            return SentenceResult("skip", length=gold.length)
         return SentenceResult("error", str(exc), length=gold.length)
     if not test.words:
         return SentenceResult("skip", length=gold.length)
@@ -146,12 +155,18 @@ def score_sentence(gold_line: str, test_line: str, params: Params = COLLINS) -> 
                 used[j] = True
                 match += 1
                 break
-    crossing = sum(
-        any((gs < ts < ge < te) or (ts < gs < te < ge) for gs, ge, _ in g) for ts, te, _ in t
-    )
+    crossing = sum(any((gs < ts < ge < te) or (ts < gs < te < ge) for gs, ge, _ in g) for ts, te, _ in t)
     tags = sum(params.label_eq(a[1], b[1]) for a, b in zip(gold.words, test.words))
-    return SentenceResult("ok", words=len(gold.words), gold=len(g), test=len(t), match=match, crossing=crossing,
-                          correct_tags=tags, length=gold.length)
+    return SentenceResult(
+        "ok",
+        words=len(gold.words),
+        gold=len(g),
+        test=len(t),
+        match=match,
+        crossing=crossing,
+        correct_tags=tags,
+        length=gold.length,
+    )
 
 
 @dataclass
@@ -197,14 +212,21 @@ class Totals:
         f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
         v = self.valid
         return {
-            "sentences": self.sentences, "error_sentences": self.errors, "skipped_sentences": self.skipped,
-            "valid_sentences": v, "recall": recall, "precision": precision, "f1": f1,
+            "sentences": self.sentences,
+            "error_sentences": self.errors,
+            "skipped_sentences": self.skipped,
+            "valid_sentences": v,
+            "recall": recall,
+            "precision": precision,
+            "f1": f1,
             "complete_match": 100.0 * self.complete / v if v else 0.0,
             "average_crossing": self.crossing / v if v else 0.0,
             "no_crossing": 100.0 * self.no_crossing / v if v else 0.0,
             "two_or_less_crossing": 100.0 * self.two_or_less / v if v else 0.0,
             "tagging_accuracy": 100.0 * self.correct_tags / self.words if self.words else 0.0,
-            "gold_brackets": self.gold, "test_brackets": self.test, "matched_brackets": self.match,
+            "gold_brackets": self.gold,
+            "test_brackets": self.test,
+            "matched_brackets": self.match,
         }
 
 
@@ -223,8 +245,12 @@ def evalb(gold_lines: list[str], test_lines: list[str], params: Params = COLLINS
         if r.length <= params.cutoff_len:
             short.add(r, number)
         per_sentence.append(r)
-    return {"all": everything.summary(), f"len<={params.cutoff_len}": short.summary(),
-            "errors": everything.messages, "sentences": per_sentence}
+    return {
+        "all": everything.summary(),
+        f"len<={params.cutoff_len}": short.summary(),
+        "errors": everything.messages,
+        "sentences": per_sentence,
+    }
 
 
 def format_summary(result: dict) -> str:
