@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tarfile
@@ -59,19 +58,61 @@ def bench(lines: int, tmp: Path) -> dict:
     py = [sys.executable, "-m", "aiayn"]
     corpora = json.dumps([{"archive": "c", "src": "training/c.en", "tgt": "training/c.de"}])
     steps = {
-        "prepare": py + ["prepare", "--corpora", corpora, "--archives", json.dumps({"c": str(archive)}),
-                         "--src", str(tmp / "train.src"), "--tgt", str(tmp / "train.tgt"), "--report", str(tmp / "r.json")],
-        "vocab": py + ["vocab", "--vocab", json.dumps({"model_type": "bpe", "size": 8000, "shared": True, "input_sentence_size": 1_000_000}),
-                       "--train-src", str(tmp / "train.src"), "--train-tgt", str(tmp / "train.tgt"),
-                       "--out-src", str(tmp / "spm.src.model"), "--out-tgt", str(tmp / "spm.tgt.model"), "--threads", "2"],
-        "encode": py + ["encode", "--src", str(tmp / "train.src"), "--tgt", str(tmp / "train.tgt"), "--spm-src",
-                        str(tmp / "spm.src.model"), "--spm-tgt", str(tmp / "spm.tgt.model"), "--out", str(tmp / "train.bin"),
-                        "--threads", "2"],
+        "prepare": py
+        + [
+            "prepare",
+            "--corpora",
+            corpora,
+            "--archives",
+            json.dumps({"c": str(archive)}),
+            "--src",
+            str(tmp / "train.src"),
+            "--tgt",
+            str(tmp / "train.tgt"),
+            "--report",
+            str(tmp / "r.json"),
+        ],
+        "vocab": py
+        + [
+            "vocab",
+            "--vocab",
+            json.dumps({"model_type": "bpe", "size": 8000, "shared": True, "input_sentence_size": 1_000_000}),
+            "--train-src",
+            str(tmp / "train.src"),
+            "--train-tgt",
+            str(tmp / "train.tgt"),
+            "--out-src",
+            str(tmp / "spm.src.model"),
+            "--out-tgt",
+            str(tmp / "spm.tgt.model"),
+            "--threads",
+            "2",
+        ],
+        "encode": py
+        + [
+            "encode",
+            "--src",
+            str(tmp / "train.src"),
+            "--tgt",
+            str(tmp / "train.tgt"),
+            "--spm-src",
+            str(tmp / "spm.src.model"),
+            "--spm-tgt",
+            str(tmp / "spm.tgt.model"),
+            "--out",
+            str(tmp / "train.bin"),
+            "--threads",
+            "2",
+        ],
     }
     out = {"lines": lines, "corpus_mb": (en.stat().st_size + de.stat().st_size) / 1e6}
     for name, cmd in steps.items():
         seconds, rss = run(cmd)
-        out[name] = {"seconds": round(seconds, 1), "lines_per_s": round(lines / seconds), "peak_rss_mb": round(rss / 1e6)}
+        out[name] = {
+            "seconds": round(seconds, 1),
+            "lines_per_s": round(lines / seconds),
+            "peak_rss_mb": round(rss / 1e6),
+        }
     for f in tmp.iterdir():
         f.unlink()
     return out
@@ -87,13 +128,22 @@ def main() -> None:
         for n in args.lines:
             results.append(bench(n, Path(tmp)))
             r = results[-1]
-            print(f"{n:>10,} pairs ({r['corpus_mb']:.0f} MB of text): " + "; ".join(
-                f"{k} {r[k]['seconds']} s, {r[k]['lines_per_s']:,} lines/s, peak {r[k]['peak_rss_mb']} MB"
-                for k in ("prepare", "vocab", "encode")), flush=True)
+            print(
+                f"{n:>10,} pairs ({r['corpus_mb']:.0f} MB of text): "
+                + "; ".join(
+                    f"{k} {r[k]['seconds']} s, {r[k]['lines_per_s']:,} lines/s, peak {r[k]['peak_rss_mb']} MB"
+                    for k in ("prepare", "vocab", "encode")
+                ),
+                flush=True,
+            )
     if len(results) > 1:
         a, b = results[0], results[-1]
-        print(f"lines x{b['lines'] / a['lines']:.1f}: peak memory x" + ", x".join(
-            f"{b[k]['peak_rss_mb'] / a[k]['peak_rss_mb']:.2f} ({k})" for k in ("prepare", "vocab", "encode")))
+        print(
+            f"lines x{b['lines'] / a['lines']:.1f}: peak memory x"
+            + ", x".join(
+                f"{b[k]['peak_rss_mb'] / a[k]['peak_rss_mb']:.2f} ({k})" for k in ("prepare", "vocab", "encode")
+            )
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
 

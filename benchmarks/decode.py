@@ -27,8 +27,10 @@ from aiayn.beam_state import BeamState  # noqa: E402
 from aiayn.encoded import BOS, EOS  # noqa: E402
 from aiayn.model import ModelConfig, Transformer  # noqa: E402
 
-SIZES = {"demo": dict(N=2, d_model=96, d_ff=384, h=4, d_k=24, d_v=24),
-         "base": dict(N=6, d_model=512, d_ff=2048, h=8, d_k=64, d_v=64)}
+SIZES = {
+    "demo": dict(N=2, d_model=96, d_ff=384, h=4, d_k=24, d_v=24),
+    "base": dict(N=6, d_model=512, d_ff=2048, h=8, d_k=64, d_v=64),
+}
 VOCAB = 32000
 
 
@@ -74,15 +76,36 @@ def marian(src: torch.Tensor, size: dict, length: int, beam: int) -> float | Non
         from transformers import MarianConfig, MarianMTModel
     except ImportError:
         return None
-    cfg = MarianConfig(vocab_size=VOCAB, d_model=size["d_model"], encoder_layers=size["N"], decoder_layers=size["N"],
-                       encoder_attention_heads=size["h"], decoder_attention_heads=size["h"],
-                       encoder_ffn_dim=size["d_ff"], decoder_ffn_dim=size["d_ff"], activation_function="relu",
-                       max_position_embeddings=512, pad_token_id=0, eos_token_id=EOS, decoder_start_token_id=BOS,
-                       forced_eos_token_id=None, scale_embedding=True, share_encoder_decoder_embeddings=True)
+    cfg = MarianConfig(
+        vocab_size=VOCAB,
+        d_model=size["d_model"],
+        encoder_layers=size["N"],
+        decoder_layers=size["N"],
+        encoder_attention_heads=size["h"],
+        decoder_attention_heads=size["h"],
+        encoder_ffn_dim=size["d_ff"],
+        decoder_ffn_dim=size["d_ff"],
+        activation_function="relu",
+        max_position_embeddings=512,
+        pad_token_id=0,
+        eos_token_id=EOS,
+        decoder_start_token_id=BOS,
+        forced_eos_token_id=None,
+        scale_embedding=True,
+        share_encoder_decoder_embeddings=True,
+    )
     model = MarianMTModel(cfg).eval()
     start = time.perf_counter()
-    model.generate(src, attention_mask=src != 0, num_beams=beam, max_new_tokens=length + 1, min_new_tokens=length,
-                   length_penalty=0.6, early_stopping=True, do_sample=False)
+    model.generate(
+        src,
+        attention_mask=src != 0,
+        num_beams=beam,
+        max_new_tokens=length + 1,
+        min_new_tokens=length,
+        length_penalty=0.6,
+        early_stopping=True,
+        do_sample=False,
+    )
     return time.perf_counter() - start
 
 
@@ -109,17 +132,38 @@ def main() -> None:
     t_cached, t_marian = min(cached), (min(marians) if marians[0] is not None else None)
     t_uncached = ours(model, src, args.length, args.beam, cached=False)
     n = args.sentences
-    print(f"{args.size}, beam {args.beam}, {n} sentences of {args.src_len} -> {args.length} tokens, "
-          f"{torch.get_num_threads()} threads, best of {args.repeats}")
+    print(
+        f"{args.size}, beam {args.beam}, {n} sentences of {args.src_len} -> {args.length} tokens, "
+        f"{torch.get_num_threads()} threads, best of {args.repeats}"
+    )
     print(f"  ours (KV cache):    {n / t_cached:8.2f} sentences/s")
     if t_marian:
-        print(f"  Marian generate:    {n / t_marian:8.2f} sentences/s   ours / Marian   = {t_marian / t_cached:.2f}x (target >= 2)")
+        print(
+            f"  Marian generate:    {n / t_marian:8.2f} sentences/s   "
+            f"ours / Marian   = {t_marian / t_cached:.2f}x (target >= 2)"
+        )
     else:
         print("  Marian generate:    skipped (pip install transformers)")
-    print(f"  ours without cache: {n / t_uncached:8.2f} sentences/s   cached / uncached = {t_uncached / t_cached:.2f}x (target >= 5)")
+    print(
+        f"  ours without cache: {n / t_uncached:8.2f} sentences/s   "
+        f"cached / uncached = {t_uncached / t_cached:.2f}x (target >= 5)"
+    )
     if args.json:
-        Path(args.json).write_text(json.dumps({"size": args.size, "sentences": n, "length": args.length, "beam": args.beam,
-                                               "ours_s": t_cached, "marian_s": t_marian, "uncached_s": t_uncached}, indent=2) + "\n")
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "size": args.size,
+                    "sentences": n,
+                    "length": args.length,
+                    "beam": args.beam,
+                    "ours_s": t_cached,
+                    "marian_s": t_marian,
+                    "uncached_s": t_uncached,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
 
 
 if __name__ == "__main__":

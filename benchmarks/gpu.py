@@ -33,8 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from aiayn import encoded  # noqa: E402
+from aiayn.distributed import Env  # noqa: E402
 from aiayn.hardware import model_flops, peak_flops  # noqa: E402
-from aiayn.distributed import Env
 from aiayn.train import RunFiles, Trainer  # noqa: E402
 from aiayn.translate import translate  # noqa: E402
 
@@ -66,13 +66,36 @@ def synthetic_corpus(path: Path, pairs: int, vocab: int) -> encoded.Corpus:
 
 def settings(preset: str, *, tokens: int, precision: str, compile_: bool) -> dict:
     return {
-        "name": f"bench-{preset}", "preset": preset, "dataset": "synthetic", "task": "translation",
-        "model": {**PRESETS[preset], "P_drop_attn": 0.0, "positional": "sinusoidal", "max_positions": 1024,
-                  "pre_norm": False},
-        "train": {"steps": 10**9, "warmup_steps": 4000, "lr_scale": 1.0, "adam_beta1": 0.9, "adam_beta2": 0.98,
-                  "adam_eps": 1e-9, "eps_ls": 0.1, "tokens_per_update": tokens, "max_tokens": tokens,
-                  "checkpoint_interval": 10**9, "keep_checkpoints": 1, "clip_norm": 0.0, "precision": precision,
-                  "seed": 1, "log_interval": 10**9, "compile": compile_, "prefetch": 2},
+        "name": f"bench-{preset}",
+        "preset": preset,
+        "dataset": "synthetic",
+        "task": "translation",
+        "model": {
+            **PRESETS[preset],
+            "P_drop_attn": 0.0,
+            "positional": "sinusoidal",
+            "max_positions": 1024,
+            "pre_norm": False,
+        },
+        "train": {
+            "steps": 10**9,
+            "warmup_steps": 4000,
+            "lr_scale": 1.0,
+            "adam_beta1": 0.9,
+            "adam_beta2": 0.98,
+            "adam_eps": 1e-9,
+            "eps_ls": 0.1,
+            "tokens_per_update": tokens,
+            "max_tokens": tokens,
+            "checkpoint_interval": 10**9,
+            "keep_checkpoints": 1,
+            "clip_norm": 0.0,
+            "precision": precision,
+            "seed": 1,
+            "log_interval": 10**9,
+            "compile": compile_,
+            "prefetch": 2,
+        },
         "vocab": {"shared": True},
     }
 
@@ -82,14 +105,21 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def bench_training(corpus, preset: str, *, device, precision: str, tokens: int, warmup: int, steps: int,
-                   compile_: bool, work: Path) -> dict:
+def bench_training(
+    corpus, preset: str, *, device, precision: str, tokens: int, warmup: int, steps: int, compile_: bool, work: Path
+) -> dict:
     if device.type == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
     files = RunFiles(work / "ckpt", work / "ckpt" / "last.pt", work / "metrics.jsonl")
-    trainer = Trainer(settings(preset, tokens=tokens, precision=precision, compile_=compile_), corpus, None, files,
-                      Env(device=device), log=lambda m: None)
+    trainer = Trainer(
+        settings(preset, tokens=tokens, precision=precision, compile_=compile_),
+        corpus,
+        None,
+        files,
+        Env(device=device),
+        log=lambda m: None,
+    )
     trainer.model.train()
     start = time.perf_counter()
     for _ in range(warmup):  # compiling (if on), cuDNN/cuBLAS autotuning, the allocator's first blocks
@@ -108,10 +138,18 @@ def bench_training(corpus, preset: str, *, device, precision: str, tokens: int, 
     tflops = model_flops(trainer.params, tgt) / seconds / 1e12
     peak = peak_flops(torch.cuda.get_device_name(device), "bf16") if device.type == "cuda" else None
     result = {
-        "preset": preset, "compile": compile_, "precision": precision, "params": trainer.params,
-        "updates": steps, "tgt_tokens_per_update": tgt / steps, "src_tokens_per_update": src / steps,
-        "s_per_update": seconds / steps, "tgt_tokens_per_s": tgt / seconds, "tflops": tflops,
-        "mfu": tflops * 1e12 / peak if peak else None, "warmup_s": warm_s,
+        "preset": preset,
+        "compile": compile_,
+        "precision": precision,
+        "params": trainer.params,
+        "updates": steps,
+        "tgt_tokens_per_update": tgt / steps,
+        "src_tokens_per_update": src / steps,
+        "s_per_update": seconds / steps,
+        "tgt_tokens_per_s": tgt / seconds,
+        "tflops": tflops,
+        "mfu": tflops * 1e12 / peak if peak else None,
+        "warmup_s": warm_s,
         "peak_memory_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
     }
     del trainer
@@ -122,24 +160,43 @@ def bench_decoding(preset: str, *, device, precision: str, sentences: int, batch
     from aiayn.model import ModelConfig, build
 
     torch.manual_seed(0)
-    cfg = ModelConfig(src_vocab=VOCAB if preset != "smoke" else 500, tgt_vocab=VOCAB if preset != "smoke" else 500,
-                      **{**PRESETS[preset], "P_drop": 0.0})
+    cfg = ModelConfig(
+        src_vocab=VOCAB if preset != "smoke" else 500,
+        tgt_vocab=VOCAB if preset != "smoke" else 500,
+        **{**PRESETS[preset], "P_drop": 0.0},
+    )
     model = build(cfg, device).eval()
     src_len, _ = wmt_like_lengths(sentences, seed=2, cap=120)
     rng = np.random.default_rng(3)
     sources = [rng.integers(4, cfg.src_vocab, int(n)).tolist() for n in src_len]
-    translate(model, sources[:8], beam=4, alpha=0.6, max_len_a=1.0, max_len_b=0, batch_tokens=batch_tokens,
-              precision=precision)  # warm-up
+    translate(
+        model,
+        sources[:8],
+        beam=4,
+        alpha=0.6,
+        max_len_a=1.0,
+        max_len_b=0,
+        batch_tokens=batch_tokens,
+        precision=precision,
+    )  # warm-up
     sync(device)
     start = time.perf_counter()
-    hyps = translate(model, sources, beam=4, alpha=0.6, max_len_a=1.0, max_len_b=0, batch_tokens=batch_tokens,
-                     precision=precision)
+    hyps = translate(
+        model, sources, beam=4, alpha=0.6, max_len_a=1.0, max_len_b=0, batch_tokens=batch_tokens, precision=precision
+    )
     sync(device)
     seconds = time.perf_counter() - start
     out_tokens = sum(len(h[0].tokens) + 1 for h in hyps)
-    return {"preset": preset, "precision": precision, "sentences": sentences, "beam": 4, "seconds": seconds,
-            "sentences_per_s": sentences / seconds, "output_tokens_per_s": out_tokens / seconds,
-            "batch_tokens": batch_tokens}
+    return {
+        "preset": preset,
+        "precision": precision,
+        "sentences": sentences,
+        "beam": 4,
+        "seconds": seconds,
+        "sentences_per_s": sentences / seconds,
+        "output_tokens_per_s": out_tokens / seconds,
+        "batch_tokens": batch_tokens,
+    }
 
 
 def main() -> None:
@@ -164,44 +221,76 @@ def main() -> None:
     warmup, steps = (1, 2) if args.smoke else (args.warmup, args.steps)
     sentences = 16 if args.smoke else args.sentences
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
-    print(f"{time.strftime('%Y-%m-%d')}  {name}  torch {torch.__version__}  {precision}  "
-          f"peak {peak_flops(name, 'bf16') or 0:.3g} FLOP/s", flush=True)
-    report = {"date": time.strftime("%Y-%m-%d"), "device": name, "torch": torch.__version__, "training": [],
-              "decoding": []}
+    print(
+        f"{time.strftime('%Y-%m-%d')}  {name}  torch {torch.__version__}  {precision}  "
+        f"peak {peak_flops(name, 'bf16') or 0:.3g} FLOP/s",
+        flush=True,
+    )
+    report = {
+        "date": time.strftime("%Y-%m-%d"),
+        "device": name,
+        "torch": torch.__version__,
+        "training": [],
+        "decoding": [],
+    }
     with tempfile.TemporaryDirectory() as tmp:
         pairs = int((warmup + steps + 2) * tokens / 28 * 1.2) + 100
         corpus = synthetic_corpus(Path(tmp) / "train.bin", pairs, VOCAB if not args.smoke else 500)
-        print(f"\ntraining: {pairs:,} synthetic pairs, ~{tokens:,} target tokens per update, {warmup} warm-up + "
-              f"{steps} timed updates", flush=True)
-        print(f"{'model':>6} {'compile':>7} {'params':>8} {'s/update':>9} {'tgt tok/s':>10} {'TFLOP/s':>8} "
-              f"{'MFU':>6} {'mem GiB':>8} {'warm-up s':>9}")
+        print(
+            f"\ntraining: {pairs:,} synthetic pairs, ~{tokens:,} target tokens per update, {warmup} warm-up + "
+            f"{steps} timed updates",
+            flush=True,
+        )
+        print(
+            f"{'model':>6} {'compile':>7} {'params':>8} {'s/update':>9} {'tgt tok/s':>10} {'TFLOP/s':>8} "
+            f"{'MFU':>6} {'mem GiB':>8} {'warm-up s':>9}"
+        )
         variants = [(p, False) for p in presets] + ([(p, True) for p in presets] if args.compile else [])
         for preset, compiled in variants:
             if compiled and time.perf_counter() - began > args.budget / 2:
                 print(f"{preset:>6} {'yes':>7}  skipped: past half the time budget")
                 continue
             try:
-                r = bench_training(corpus, preset, device=device, precision=precision, tokens=tokens, warmup=warmup,
-                                   steps=steps, compile_=compiled, work=Path(tmp) / f"{preset}-{compiled}")
+                r = bench_training(
+                    corpus,
+                    preset,
+                    device=device,
+                    precision=precision,
+                    tokens=tokens,
+                    warmup=warmup,
+                    steps=steps,
+                    compile_=compiled,
+                    work=Path(tmp) / f"{preset}-{compiled}",
+                )
             except torch.OutOfMemoryError:
                 print(f"{preset:>6} {'yes' if compiled else 'no':>7}  out of memory at {tokens} tokens per update")
                 continue
             report["training"].append(r)
             mfu = f"{r['mfu']:.1%}" if r["mfu"] is not None else "-"
             mem = f"{r['peak_memory_gib']:.1f}" if r["peak_memory_gib"] is not None else "-"
-            print(f"{preset:>6} {'yes' if compiled else 'no':>7} {r['params'] / 1e6:7.1f}M {r['s_per_update']:9.3f} "
-                  f"{r['tgt_tokens_per_s']:10,.0f} {r['tflops']:8.1f} {mfu:>6} {mem:>8} {r['warmup_s']:9.1f}",
-                  flush=True)
+            print(
+                f"{preset:>6} {'yes' if compiled else 'no':>7} {r['params'] / 1e6:7.1f}M {r['s_per_update']:9.3f} "
+                f"{r['tgt_tokens_per_s']:10,.0f} {r['tflops']:8.1f} {mfu:>6} {mem:>8} {r['warmup_s']:9.1f}",
+                flush=True,
+            )
         print(f"\ndecoding: beam 4, {sentences} sentences, {precision}")
         for preset in presets:
             if time.perf_counter() - began > args.budget:
                 print(f"{preset:>6}  skipped: past the time budget")
                 continue
-            r = bench_decoding(preset, device=device, precision=precision, sentences=sentences,
-                               batch_tokens=600 if args.smoke else 16384)
+            r = bench_decoding(
+                preset,
+                device=device,
+                precision=precision,
+                sentences=sentences,
+                batch_tokens=600 if args.smoke else 16384,
+            )
             report["decoding"].append(r)
-            print(f"{preset:>6}  {r['sentences_per_s']:8.1f} sentences/s  {r['output_tokens_per_s']:10,.0f} output "
-                  f"tokens/s  ({r['seconds']:.1f} s)", flush=True)
+            print(
+                f"{preset:>6}  {r['sentences_per_s']:8.1f} sentences/s  {r['output_tokens_per_s']:10,.0f} output "
+                f"tokens/s  ({r['seconds']:.1f} s)",
+                flush=True,
+            )
     report["total_s"] = time.perf_counter() - began
     print(f"\ntotal {report['total_s']:.0f} s")
     if args.json:

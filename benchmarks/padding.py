@@ -29,7 +29,10 @@ def real_lengths(pair: str = "en-de") -> tuple[np.ndarray, np.ndarray]:
     src, tgt = [], []
     for path in sorted(folder.glob("*.en.gz")):
         other = path.with_name(path.name.replace(".en.gz", f".{pair[3:]}.gz"))
-        with gzip.open(path, "rt", encoding="utf-8", newline="\n") as a, gzip.open(other, "rt", encoding="utf-8", newline="\n") as b:
+        with (
+            gzip.open(path, "rt", encoding="utf-8", newline="\n") as a,
+            gzip.open(other, "rt", encoding="utf-8", newline="\n") as b,
+        ):
             for x, y in zip(a, b):
                 src.append(round(1.3 * len(x.split())) + 1)  # + EOS
                 tgt.append(round(1.3 * len(y.split())) + 1)  # + BOS
@@ -54,10 +57,16 @@ def main() -> None:
     src, tgt = real_lengths()
     pick = np.random.default_rng(1).integers(0, len(src), args.pairs)
     rows = []
-    for label, s, t in ((f"real, {len(src):,} pairs", src, tgt), (f"resampled, {args.pairs:,} pairs", src[pick], tgt[pick])):
+    for label, s, t in (
+        (f"real, {len(src):,} pairs", src, tgt),
+        (f"resampled, {args.pairs:,} pairs", src[pick], tgt[pick]),
+    ):
         pad, per_update = batch_stats(s, t, world=8, tokens=25000, max_tokens=4096)
         rows.append({"corpus": label, "padding": pad, "tgt_tokens_per_update": per_update})
-        print(f"{label:<28} padding {pad:6.2%}   target tokens per update {per_update:8,.0f}   (target <= 5 %)", flush=True)
+        print(
+            f"{label:<28} padding {pad:6.2%}   target tokens per update {per_update:8,.0f}   (target <= 5 %)",
+            flush=True,
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
 

@@ -21,11 +21,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def dry_run(extra: list[str]) -> tuple[float, int]:
-    env = {**os.environ, "XDG_CACHE_HOME": os.environ.get("XDG_CACHE_HOME", tempfile.gettempdir() + "/aiayn-bench-cache")}
+    env = {
+        **os.environ,
+        "XDG_CACHE_HOME": os.environ.get("XDG_CACHE_HOME", tempfile.gettempdir() + "/aiayn-bench-cache"),
+    }
     env.pop("SNAKEMAKE_PROFILE", None)
     start = time.perf_counter()
-    run = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "8", *extra], cwd=ROOT, env=env,
-                         capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "8", *extra],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     seconds = time.perf_counter() - start
     if run.returncode != 0:
         sys.exit(f"snakemake -n failed:\n{run.stderr[-2000:]}")
@@ -42,8 +50,11 @@ def main() -> None:
     for label, extra in (("paper study", []), ("paper study, --profile slurm", ["--profile", "slurm"])):
         times, jobs = zip(*(dry_run(extra) for _ in range(args.repeats)))
         rows.append({"run": label, "jobs": jobs[0], "median_s": statistics.median(times), "min_s": min(times)})
-        print(f"{label:<30} {jobs[0]:4d} jobs planned   median {statistics.median(times):5.2f} s   "
-              f"min {min(times):5.2f} s   ({args.repeats} runs)", flush=True)
+        print(
+            f"{label:<30} {jobs[0]:4d} jobs planned   median {statistics.median(times):5.2f} s   "
+            f"min {min(times):5.2f} s   ({args.repeats} runs)",
+            flush=True,
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
 

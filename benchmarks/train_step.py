@@ -55,8 +55,9 @@ class TorchTransformer(nn.Module):
         s = self.embed(src) * self.scale + self.positions(src.size(1), d, src.device)
         t = self.embed(tgt) * self.scale + self.positions(tgt.size(1), d, tgt.device)
         mask = nn.Transformer.generate_square_subsequent_mask(tgt.size(1), device=tgt.device)
-        out = self.core(s, t, tgt_mask=mask, tgt_is_causal=True, src_key_padding_mask=src == 0,
-                        memory_key_padding_mask=src == 0)
+        out = self.core(
+            s, t, tgt_mask=mask, tgt_is_causal=True, src_key_padding_mask=src == 0, memory_key_padding_mask=src == 0
+        )
         return out @ self.embed.weight.T
 
 
@@ -111,8 +112,10 @@ def main() -> None:
     args = parser.parse_args()
     torch.manual_seed(0)
     src, tgt = make_batch(args.tokens)
-    print(f"batch: {src.shape[0]} sentences, {src.numel()} source + {tgt.numel()} target tokens; "
-          f"{torch.get_num_threads()} threads; torch {torch.__version__}")
+    print(
+        f"batch: {src.shape[0]} sentences, {src.numel()} source + {tgt.numel()} target tokens; "
+        f"{torch.get_num_threads()} threads; torch {torch.__version__}"
+    )
     results = []
     for size in args.sizes:
         cfg = ModelConfig(src_vocab=VOCAB, tgt_vocab=VOCAB, P_drop=0.1, **SIZES[size])
@@ -123,10 +126,20 @@ def main() -> None:
             t_ours.append(time_steps(ours, src, tgt, args.steps, args.warmup))
             t_theirs.append(time_steps(theirs, src, tgt, args.steps, args.warmup))
         a, b = min(t_ours), min(t_theirs)
-        results.append({"size": size, "ours_s": a, "torch_nn_transformer_s": b, "ratio": a / b,
-                        "tokens_per_s_ours": tgt.numel() / a})
-        print(f"{size:>5}: ours {a * 1000:8.1f} ms, nn.Transformer {b * 1000:8.1f} ms, ratio {a / b:.2f} "
-              f"(target <= 0.9 at base)", flush=True)
+        results.append(
+            {
+                "size": size,
+                "ours_s": a,
+                "torch_nn_transformer_s": b,
+                "ratio": a / b,
+                "tokens_per_s_ours": tgt.numel() / a,
+            }
+        )
+        print(
+            f"{size:>5}: ours {a * 1000:8.1f} ms, nn.Transformer {b * 1000:8.1f} ms, ratio {a / b:.2f} "
+            f"(target <= 0.9 at base)",
+            flush=True,
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
 

@@ -31,7 +31,8 @@ def snakemake(*args: str, cwd: Path = ROOT, timeout: int = 300) -> subprocess.Co
 
 
 def planned_jobs(output: str) -> list[dict]:
-    """Jobs of a `snakemake -n -p` run: [{"rule": ..., "input": ..., "output": ..., "resources": {...}, "shell": ...}]."""
+    """Jobs of a `snakemake -n -p` run:
+    [{"rule": ..., "input": ..., "output": ..., "resources": {...}, "shell": ...}]."""
     jobs = []
     for block in re.split(r"\n(?=rule \w+:\n)", output):
         head = re.match(r"rule (\w+):\n", block)

@@ -9,17 +9,21 @@ import sys
 
 import pytest
 import torch
+from conftest import ROOT, SHARED
 
 from aiayn import checkpoint
 from aiayn.average import average, last_checkpoints
 from aiayn.errors import UserError
 from aiayn.score import bleu_scores, compound_split, paper_tokenize
-from conftest import ROOT, SHARED
 
 
 def fake_checkpoint(path, step, value, config=None, vocab="v1"):
-    payload = {"model_config": config or {"d_model": 2}, "model": {"w": torch.full((2, 2), float(value)), "b": torch.tensor([value, -value])},
-               "step": step, "vocab": {"src": vocab, "tgt": vocab}}
+    payload = {
+        "model_config": config or {"d_model": 2},
+        "model": {"w": torch.full((2, 2), float(value)), "b": torch.tensor([value, -value])},
+        "step": step,
+        "vocab": {"src": vocab, "tgt": vocab},
+    }
     checkpoint.save(payload, path)
 
 
@@ -52,8 +56,23 @@ def test_average_command_writes_a_loadable_model(tmp_path):
 
     assert train_in_process(tmp_path, toy.settings(steps=8, checkpoint_interval=2)) == 0
     out = tmp_path / "average.pt"
-    run = subprocess.run([sys.executable, "-m", "aiayn", "average", "--checkpoints", str(tmp_path / "checkpoints"),
-                          "--last", "3", "--out", str(out)], capture_output=True, text=True, env={"PYTHONPATH": str(ROOT / "src"), "PATH": ""})
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "aiayn",
+            "average",
+            "--checkpoints",
+            str(tmp_path / "checkpoints"),
+            "--last",
+            "3",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT / "src"), "PATH": ""},
+    )
     assert run.returncode == 0, run.stderr
     state = checkpoint.load(out)
     assert state["averaged_steps"] == [4, 6, 8]
@@ -65,7 +84,10 @@ def test_average_command_writes_a_loadable_model(tmp_path):
 
 # -- scoring ---------------------------------------------------------------------------------------
 def test_compound_split_as_the_perl_one_liner():
-    assert compound_split("state-of-the-art Kosten-Nutzen") == "state ##AT##-##AT## of ##AT##-##AT## the ##AT##-##AT## art Kosten ##AT##-##AT## Nutzen"
+    assert (
+        compound_split("state-of-the-art Kosten-Nutzen")
+        == "state ##AT##-##AT## of ##AT##-##AT## the ##AT##-##AT## art Kosten ##AT##-##AT## Nutzen"
+    )
     assert compound_split("a - b --") == "a - b --"
 
 
@@ -73,7 +95,11 @@ def test_tokenized_bleu_by_hand():
     hyp = ["the quick brown fox jumps over the dog"]
     ref = ["the quick brown fox jumped over the lazy dog"]
     # n-gram matches: 7/8, 4/7, 2/6, 1/5; brevity penalty exp(1 - 9/8)
-    want = 100 * math.exp(1 - 9 / 8) * math.exp((math.log(7 / 8) + math.log(4 / 7) + math.log(2 / 6) + math.log(1 / 5)) / 4)
+    want = (
+        100
+        * math.exp(1 - 9 / 8)
+        * math.exp((math.log(7 / 8) + math.log(4 / 7) + math.log(2 / 6) + math.log(1 / 5)) / 4)
+    )
     scores = bleu_scores(hyp, ref, moses_lang="en", compound_split=False)
     assert scores["tokenized_bleu"]["score"] == pytest.approx(want, abs=1e-9)
     assert scores["tokenized_bleu"]["hyp_len"] == 8 and scores["tokenized_bleu"]["ref_len"] == 9
@@ -99,7 +125,9 @@ def test_real_reference_against_itself_scores_100_and_counts_the_paper_tokens(tm
     ref = list(read_lines(path))
     assert len(ref) == 3003  # the full newstest2014, not the 2737-line filtered one
     scores = bleu_scores(ref, ref, moses_lang="de", compound_split=True)
-    assert scores["sacrebleu"]["score"] == pytest.approx(100) and scores["tokenized_bleu"]["score"] == pytest.approx(100)
+    assert scores["sacrebleu"]["score"] == pytest.approx(100) and scores["tokenized_bleu"]["score"] == pytest.approx(
+        100
+    )
     assert scores["tokenized_bleu"]["ref_len"] == 64496  # paper.md: fairseq's reflen for this protocol
     assert scores["lines"] == 3003 and "tok:13a" in scores["sacrebleu"]["signature"]
 
@@ -109,10 +137,29 @@ def test_sacrebleu_equals_its_command_line(tmp_path):
     from aiayn.corpus import read_lines
 
     lines = list(read_lines(ref))
-    hyp = [" ".join(line.split()[::-1]) if i % 3 == 0 else line.lower() for i, line in enumerate(lines)]  # degraded output
+    hyp = [
+        " ".join(line.split()[::-1]) if i % 3 == 0 else line.lower() for i, line in enumerate(lines)
+    ]  # degraded output
     (tmp_path / "hyp.de").write_text("".join(h + "\n" for h in hyp), encoding="utf-8")
-    cli = subprocess.run([sys.executable, "-m", "sacrebleu", str(ref), "-i", str(tmp_path / "hyp.de"), "-m", "bleu", "chrf", "-b", "-w", "6"],
-                         capture_output=True, text=True, check=True)
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sacrebleu",
+            str(ref),
+            "-i",
+            str(tmp_path / "hyp.de"),
+            "-m",
+            "bleu",
+            "chrf",
+            "-b",
+            "-w",
+            "6",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     bleu_cli, chrf_cli = json.loads(cli.stdout)  # with -b, two metrics come as a JSON list
     ours = bleu_scores(hyp, lines, moses_lang="de", compound_split=True)
     assert ours["sacrebleu"]["score"] == pytest.approx(bleu_cli, abs=1e-6)
@@ -129,8 +176,15 @@ def test_score_command_checks_lines(tmp_path):
     assert run.returncode == 2 and "has 2 lines but" in run.stderr and not (tmp_path / "s.json").exists()
     (tmp_path / "hyp").write_text("the cat sat on the mat\nthe dog ran far away\n")
     (tmp_path / "ref").write_text("the cat sat on the mat\nthe dog ran far away\n")
-    run = subprocess.run([*base, "--ref", str(tmp_path / "ref"), "--expect-lines", "3003"], capture_output=True, text=True, env=env)
+    run = subprocess.run(
+        [*base, "--ref", str(tmp_path / "ref"), "--expect-lines", "3003"], capture_output=True, text=True, env=env
+    )
     assert run.returncode == 2 and "has 2 lines, the test set has 3003" in run.stderr
-    run = subprocess.run([*base, "--ref", str(tmp_path / "ref"), "--scoring", json.dumps({"moses_lang": "en"})], capture_output=True, text=True, env=env)
+    run = subprocess.run(
+        [*base, "--ref", str(tmp_path / "ref"), "--scoring", json.dumps({"moses_lang": "en"})],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert run.returncode == 0, run.stderr
     assert json.loads((tmp_path / "s.json").read_text())["sacrebleu"]["score"] == pytest.approx(100)

@@ -13,8 +13,12 @@ def test_gpu_benchmark_script_runs_on_the_cpu_in_smoke_mode(tmp_path):
     """benchmarks/gpu.py is meant for a GPU machine; --smoke runs the same code paths tiny on the CPU,
     so the script does not rot between the rare occasions a GPU is at hand."""
     out = tmp_path / "gpu.json"
-    run = subprocess.run([sys.executable, str(ROOT / "benchmarks/gpu.py"), "--smoke", "--json", str(out)],
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks/gpu.py"), "--smoke", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     report = json.loads(out.read_text())
     (train,), (decode,) = report["training"], report["decoding"]

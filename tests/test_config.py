@@ -55,15 +55,30 @@ def test_paper_config_is_valid_and_gets_defaults(paper_config):
     "mutate, fragment",
     [
         (lambda c: c["training"].update(warmup_step=4000), "'warmup_step' was unexpected"),
-        (lambda c: c["experiments"]["base-en-de"].setdefault("model", {}).update(dmodel=512), "'dmodel' was unexpected"),
+        (
+            lambda c: c["experiments"]["base-en-de"].setdefault("model", {}).update(dmodel=512),
+            "'dmodel' was unexpected",
+        ),
         (lambda c: c.update(experiment={}), "'experiment' was unexpected"),
         (lambda c: c["training"].update(steps="many"), "training.steps: 'many' is not of type 'integer'"),
         (lambda c: c["decoding"].update(beam=0), "decoding.beam: 0 is less than the minimum of 1"),
-        (lambda c: c["experiments"]["base-en-de"].update(preset="bse"), "experiments.base-en-de.preset: unknown preset 'bse'"),
-        (lambda c: c["experiments"]["big-en-fr"].update(dataset="wmt14-en-es"), "experiments.big-en-fr.dataset: unknown dataset"),
+        (
+            lambda c: c["experiments"]["base-en-de"].update(preset="bse"),
+            "experiments.base-en-de.preset: unknown preset 'bse'",
+        ),
+        (
+            lambda c: c["experiments"]["big-en-fr"].update(dataset="wmt14-en-es"),
+            "experiments.big-en-fr.dataset: unknown dataset",
+        ),
         (lambda c: c["datasets"]["wmt14-en-de"]["train"][0].update(archive="europarl"), "unknown archive 'europarl'"),
-        (lambda c: c["datasets"]["wmt14-en-de"].update(test="newstest2015"), "datasets.wmt14-en-de.test: 'newstest2015'"),
-        (lambda c: c["experiments"].update(tables={"preset": "base", "dataset": "wsj", "tables": [4], "row": "x"}), "reserved"),
+        (
+            lambda c: c["datasets"]["wmt14-en-de"].update(test="newstest2015"),
+            "datasets.wmt14-en-de.test: 'newstest2015'",
+        ),
+        (
+            lambda c: c["experiments"].update(tables={"preset": "base", "dataset": "wsj", "tables": [4], "row": "x"}),
+            "reserved",
+        ),
         (lambda c: c["experiments"]["t3-C-N2"].update(row=None), "experiments.t3-C-N2.row"),
         (lambda c: c["experiments"]["parse-wsj"].update(tables=[2]), "Tables 2 and 3 need a translation dataset"),
         (lambda c: c["archives"]["dev"].update(sha256="abc"), "archives.dev.sha256"),

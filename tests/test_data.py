@@ -12,14 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from conftest import ROOT, SHARED
+from wmt_fixtures import Server, make_tar, sha256
 
 from aiayn import encoded, vocab
 from aiayn.corpus import extract_members, prepare_eval, prepare_train, read_lines, sgml_segments
 from aiayn.download import download
 from aiayn.encode import encode_corpus
 from aiayn.errors import UserError
-from conftest import ROOT, SHARED
-from wmt_fixtures import Server, make_tar, sha256
 
 CLEAN = {"min_len": 1, "max_len": 250, "max_ratio": 9.0}
 
@@ -39,9 +39,13 @@ def text(lines) -> bytes:
 @pytest.fixture
 def served(tmp_path):
     root = tmp_path / "www"
-    archive = make_tar(root / "wmt14" / "training-parallel-nc-v9.tgz",
-                       {"training/news-commentary-v9.de-en.en": text([f"sentence {i}" for i in range(5000)]),
-                        "training/news-commentary-v9.de-en.de": text([f"Satz {i}" for i in range(5000)])})
+    archive = make_tar(
+        root / "wmt14" / "training-parallel-nc-v9.tgz",
+        {
+            "training/news-commentary-v9.de-en.en": text([f"sentence {i}" for i in range(5000)]),
+            "training/news-commentary-v9.de-en.de": text([f"Satz {i}" for i in range(5000)]),
+        },
+    )
     with Server(root) as server:
         yield server, archive
 
@@ -78,7 +82,14 @@ def test_truncated_download_fails_clearly_after_retries(served, tmp_path):
     server.failures["/wmt14/training-parallel-nc-v9.tgz"] = "lie"
     out = tmp_path / "dl" / "nc.tgz"
     with pytest.raises(UserError, match="download failed after 3 attempts .* run again to resume"):
-        download(server.url + "wmt14/training-parallel-nc-v9.tgz", out, sha256(archive), retries=2, wait=0, log=lambda m: None)
+        download(
+            server.url + "wmt14/training-parallel-nc-v9.tgz",
+            out,
+            sha256(archive),
+            retries=2,
+            wait=0,
+            log=lambda m: None,
+        )
     assert not out.exists()  # only the .part, never a final file
 
 
@@ -112,9 +123,11 @@ def test_absolute_member_stays_inside_and_links_out_are_refused(tmp_path):
 
 
 def test_sgml_reader_on_the_real_newstest2014():
-    for sgm, plain in (("newstest2014-deen-src.en.sgm.gz", "en-de/newstest2014.en"),
-                       ("newstest2014-deen-ref.de.sgm.gz", "en-de/newstest2014.de"),
-                       ("newstest2014-fren-ref.fr.sgm.gz", "en-fr/newstest2014.fr")):
+    for sgm, plain in (
+        ("newstest2014-deen-src.en.sgm.gz", "en-de/newstest2014.en"),
+        ("newstest2014-deen-ref.de.sgm.gz", "en-de/newstest2014.de"),
+        ("newstest2014-fren-ref.fr.sgm.gz", "en-fr/newstest2014.fr"),
+    ):
         segments = sgml_segments(shared("wmt14", "sgm", sgm))
         assert len(segments) == 3003
         assert segments == list(read_lines(shared("wmt14", plain)))
@@ -161,8 +174,14 @@ def test_cleaning_counts(tmp_path):
     de = ["gut eins", "leer", "", "b " * 300, "eins", "gutes paar"]
     archive = corpus_archive(tmp_path, en, de)
     out = tmp_path / "data"
-    report = prepare_train(MEMBERS, {"nc": str(archive)}, {"min_len": 1, "max_len": 250, "max_ratio": 1.5},
-                           out / "train.src", out / "train.tgt", out / "r.json")
+    report = prepare_train(
+        MEMBERS,
+        {"nc": str(archive)},
+        {"min_len": 1, "max_len": 250, "max_ratio": 1.5},
+        out / "train.src",
+        out / "train.tgt",
+        out / "r.json",
+    )
     assert report["removed"] == {"empty": 2, "too_short": 0, "too_long": 1, "ratio": 1}
     assert list(read_lines(out / "train.src")) == ["ok one", "fine pair"]
     assert json.loads((out / "r.json").read_text())["kept"] == 2
@@ -171,8 +190,13 @@ def test_cleaning_counts(tmp_path):
 def test_eval_set_line_count_is_checked(tmp_path):
     src = shared("wmt14", "sgm", "newstest2014-deen-src.en.sgm.gz")
     ref = shared("wmt14", "sgm", "newstest2014-deen-ref.de.sgm.gz")
-    archive = make_tar(tmp_path / "dev.tgz", {"dev/newstest2014-deen-src.en.sgm": gzip.open(src).read(),
-                                              "dev/newstest2014-deen-ref.de.sgm": gzip.open(ref).read()})
+    archive = make_tar(
+        tmp_path / "dev.tgz",
+        {
+            "dev/newstest2014-deen-src.en.sgm": gzip.open(src).read(),
+            "dev/newstest2014-deen-ref.de.sgm": gzip.open(ref).read(),
+        },
+    )
     spec = {"src": "dev/newstest2014-deen-src.en.sgm", "tgt": "dev/newstest2014-deen-ref.de.sgm", "lines": 3003}
     assert prepare_eval(spec, "newstest2014", archive, tmp_path / "t.src", tmp_path / "t.tgt") == 3003
     assert list(read_lines(tmp_path / "t.tgt")) == list(read_lines(shared("wmt14", "en-de", "newstest2014.de")))
@@ -205,7 +229,9 @@ def test_encode_round_trip_and_statistics(tmp_path):
     for i in (0, 699, 700, 2999):  # across chunk borders
         assert corpus.src(i).tolist() == sp.Encode(list(read_lines(en))[i])
         assert corpus.tgt(i).tolist() == sp.Encode(list(read_lines(de))[i])
-    assert stats["src_tokens"] == int(corpus.src_lengths.sum()) and stats["longest_tgt"] == int(corpus.tgt_lengths.max())
+    assert stats["src_tokens"] == int(corpus.src_lengths.sum()) and stats["longest_tgt"] == int(
+        corpus.tgt_lengths.max()
+    )
     assert corpus.src_tokens.dtype == np.uint16
 
 
@@ -222,12 +248,15 @@ def test_truncated_encoded_file_is_reported(tmp_path):
 def wmt_like_study(tmp_path: Path, server_root: Path) -> dict:
     """Archives in the real WMT layouts (news slices stand in for the training corpora) and a config
     with both language pairs; EN-FR's Gigaword-like corpus comes as .gz members of a plain tar."""
+
     def news(pair, name, lang):
         return gzip.open(shared("wmt_news_2008_2012", pair, f"{name}.{lang}.gz"), "rb").read()
 
-    trains = {"europarl-v7": ("wmt13/training-parallel-europarl-v7.tgz", "training/europarl-v7.{p}", "newstest2010"),
-              "commoncrawl": ("wmt13/training-parallel-commoncrawl.tgz", "commoncrawl.{p}", "newstest2011"),
-              "news-commentary-v9": ("wmt14/training-parallel-nc-v9.tgz", "training/news-commentary-v9.{p}", "newstest2009")}
+    trains = {
+        "europarl-v7": ("wmt13/training-parallel-europarl-v7.tgz", "training/europarl-v7.{p}", "newstest2010"),
+        "commoncrawl": ("wmt13/training-parallel-commoncrawl.tgz", "commoncrawl.{p}", "newstest2011"),
+        "news-commentary-v9": ("wmt14/training-parallel-nc-v9.tgz", "training/news-commentary-v9.{p}", "newstest2009"),
+    }
     archives, corpora = {}, {"de": [], "fr": []}
     for name, (path, stem, source) in trains.items():
         members = {}
@@ -235,28 +264,52 @@ def wmt_like_study(tmp_path: Path, server_root: Path) -> dict:
             pair = f"{lang}-en"
             members[stem.format(p=pair) + ".en"] = news(f"en-{lang}", source, "en")
             members[stem.format(p=pair) + f".{lang}"] = news(f"en-{lang}", source, lang)
-            corpora[lang].append({"archive": name, "src": stem.format(p=pair) + ".en", "tgt": stem.format(p=pair) + f".{lang}"})
+            corpora[lang].append(
+                {"archive": name, "src": stem.format(p=pair) + ".en", "tgt": stem.format(p=pair) + f".{lang}"}
+            )
         tar = make_tar(server_root / path, members)
         archives[name] = {"url": f"http://www.statmt.org/{path}", "sha256": sha256(tar)}
-    giga = make_tar(server_root / "wmt10/training-giga-fren.tar",
-                    {f"giga-fren.release2.fixed.{lang}.gz": gzip.compress(news("en-fr", "newstest2012", lang)) for lang in ("en", "fr")},
-                    mode="w")
+    giga = make_tar(
+        server_root / "wmt10/training-giga-fren.tar",
+        {
+            f"giga-fren.release2.fixed.{lang}.gz": gzip.compress(news("en-fr", "newstest2012", lang))
+            for lang in ("en", "fr")
+        },
+        mode="w",
+    )
     archives["giga-fren"] = {"url": "http://www.statmt.org/wmt10/training-giga-fren.tar", "sha256": sha256(giga)}
-    corpora["fr"].append({"archive": "giga-fren", "src": "giga-fren.release2.fixed.en.gz", "tgt": "giga-fren.release2.fixed.fr.gz"})
+    corpora["fr"].append(
+        {"archive": "giga-fren", "src": "giga-fren.release2.fixed.en.gz", "tgt": "giga-fren.release2.fixed.fr.gz"}
+    )
     dev_members = {}
     for lang, pair in (("de", "deen"), ("fr", "fren")):
-        for side in (f"src.en", f"ref.{lang}"):
-            dev_members[f"dev/newstest2014-{pair}-{side}.sgm"] = gzip.open(shared("wmt14", "sgm", f"newstest2014-{pair}-{side}.sgm.gz")).read()
-        for l in ("en", lang):
-            dev_members[f"dev/newstest2013.{l}"] = shared("wmt14", f"en-{lang}", f"newstest2013.{l}").read_bytes()
+        for side in ("src.en", f"ref.{lang}"):
+            dev_members[f"dev/newstest2014-{pair}-{side}.sgm"] = gzip.open(
+                shared("wmt14", "sgm", f"newstest2014-{pair}-{side}.sgm.gz")
+            ).read()
+        for side in ("en", lang):
+            dev_members[f"dev/newstest2013.{side}"] = shared("wmt14", f"en-{lang}", f"newstest2013.{side}").read_bytes()
     dev = make_tar(server_root / "wmt19/translation-task/dev.tgz", dev_members)
     archives["dev"] = {"url": "http://data.statmt.org/wmt19/translation-task/dev.tgz", "sha256": sha256(dev)}
     paper = yaml.safe_load((ROOT / "config.yaml").read_text())
-    datasets = {f"wmt14-en-{lang}": {**paper["datasets"][f"wmt14-en-{lang}"], "train": corpora[lang],
-                                     "vocab": {"model_type": paper["datasets"][f"wmt14-en-{lang}"]["vocab"]["model_type"],
-                                               "size": 2000, "shared": True}} for lang in ("de", "fr")}
-    return {"archives": archives, "datasets": datasets, "presets": paper["presets"],
-            "experiments": {k: paper["experiments"][k] for k in ("base-en-de", "base-en-fr")}}
+    datasets = {
+        f"wmt14-en-{lang}": {
+            **paper["datasets"][f"wmt14-en-{lang}"],
+            "train": corpora[lang],
+            "vocab": {
+                "model_type": paper["datasets"][f"wmt14-en-{lang}"]["vocab"]["model_type"],
+                "size": 2000,
+                "shared": True,
+            },
+        }
+        for lang in ("de", "fr")
+    }
+    return {
+        "archives": archives,
+        "datasets": datasets,
+        "presets": paper["presets"],
+        "experiments": {k: paper["experiments"][k] for k in ("base-en-de", "base-en-fr")},
+    }
 
 
 def test_data_stages_of_the_dag_against_a_local_server(tmp_path):
@@ -265,14 +318,34 @@ def test_data_stages_of_the_dag_against_a_local_server(tmp_path):
     with Server(root) as server:
         config["mirror"] = server.url
         (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-        run = subprocess.run([sys.executable, "-m", "snakemake", "data", "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path),
-                              "--cores", "2", "--configfile", str(tmp_path / "config.yaml")],
-                             capture_output=True, text=True, timeout=900)
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "snakemake",
+                "data",
+                "-s",
+                str(ROOT / "Snakefile"),
+                "-d",
+                str(tmp_path),
+                "--cores",
+                "2",
+                "--configfile",
+                str(tmp_path / "config.yaml"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
     assert run.returncode == 0, run.stderr[-4000:]
     data = tmp_path / "results/data/wmt14-en-de"
     report = json.loads((data / "train.report.json").read_text())
     assert [c["pairs"] for c in report["corpora"]] == [2489, 3003, 2525]  # newstest2010, 2011, 2009
-    nel = gzip.open(shared("wmt_news_2008_2012", "en-de", "newstest2009.de.gz"), "rt", encoding="utf-8").read().count("\u0085")
+    nel = (
+        gzip.open(shared("wmt_news_2008_2012", "en-de", "newstest2009.de.gz"), "rt", encoding="utf-8")
+        .read()
+        .count("\u0085")
+    )
     assert report["separators_replaced"] == nel >= 6  # the U+0085 of newstest2009.de
     train = encoded.read(data / "train.bin")
     assert len(train) == report["kept"] > 7000
@@ -282,7 +355,10 @@ def test_data_stages_of_the_dag_against_a_local_server(tmp_path):
     fr = tmp_path / "results/data/wmt14-en-fr"
     fr_report = json.loads((fr / "train.report.json").read_text())
     assert [c["pairs"] for c in fr_report["corpora"]] == [2489, 3003, 2525, 3003]  # + the .gz members of a plain tar
-    assert len(encoded.read(fr / "train.bin")) == fr_report["kept"] and len(encoded.read(fr / "newstest2013.bin")) == 3000
-    assert list(read_lines(fr / "newstest2014.tgt"))[:5] == [" ".join(x.split(" ")) for x in sgml_segments(
-        shared("wmt14", "sgm", "newstest2014-fren-ref.fr.sgm.gz"))[:5]]
+    assert (
+        len(encoded.read(fr / "train.bin")) == fr_report["kept"] and len(encoded.read(fr / "newstest2013.bin")) == 3000
+    )
+    assert list(read_lines(fr / "newstest2014.tgt"))[:5] == [
+        " ".join(x.split(" ")) for x in sgml_segments(shared("wmt14", "sgm", "newstest2014-fren-ref.fr.sgm.gz"))[:5]
+    ]
     assert not list((tmp_path / "results/downloads").glob("*.part"))

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import ROOT
 
 from aiayn import checkpoint, demo
 from aiayn.corpus import read_lines
-from conftest import ROOT
 
 
 def tiny_demo_config() -> dict:
@@ -24,7 +24,9 @@ def tiny_demo_config() -> dict:
         es["lines"] = 40
     config["datasets"]["eng-zil"]["vocab"]["size"] = 300
     config["datasets"]["demo-wsj"]["vocab"]["size"] = 200
-    config["training"].update(steps=24, warmup_steps=10, checkpoint_interval=6, log_interval=6, tokens_per_update=600, max_tokens=600)
+    config["training"].update(
+        steps=24, warmup_steps=10, checkpoint_interval=6, log_interval=6, tokens_per_update=600, max_tokens=600
+    )
     config["scoring"] = {"bootstrap_resamples": 50}
     for preset in config["presets"].values():
         preset["model"].update(d_model=32, d_ff=64, h=2, d_k=16, d_v=16)
@@ -37,8 +39,21 @@ def tiny_demo_config() -> dict:
 def run_dag(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("e2e")
     (workdir / "study.yaml").write_text(yaml.safe_dump(tiny_demo_config()))
-    cmd = [sys.executable, "-m", "snakemake", "all", "-s", str(ROOT / "Snakefile"), "-d", str(workdir), "--cores", "2",
-           "--configfile", str(workdir / "study.yaml"), "--replace-workflow-config"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "all",
+        "-s",
+        str(ROOT / "Snakefile"),
+        "-d",
+        str(workdir),
+        "--cores",
+        "2",
+        "--configfile",
+        str(workdir / "study.yaml"),
+        "--replace-workflow-config",
+    ]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
     return workdir / "results"
@@ -104,8 +119,20 @@ def test_demo_language_needs_reordering_and_agreement():
 def test_report_builds_offline_with_every_figure(run_dag):
     workdir = run_dag.parent
     report = workdir / "report.html"
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(workdir), "--configfile",
-           str(workdir / "study.yaml"), "--replace-workflow-config", "--report", str(report)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(ROOT / "Snakefile"),
+        "-d",
+        str(workdir),
+        "--configfile",
+        str(workdir / "study.yaml"),
+        "--replace-workflow-config",
+        "--report",
+        str(report),
+    ]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     html = report.read_text(errors="replace")
@@ -113,15 +140,28 @@ def test_report_builds_offline_with_every_figure(run_dag):
         for figure in ("learning_curves.png", "learning_rate.png", "attention.png"):
             assert (run_dag / experiment / "figures" / figure).stat().st_size > 1000
     assert html.count("learning_curves.png") >= 5 and "attention.png" in html and "table3.csv" in html
-    assert "src=\"http" not in html  # self-contained
+    assert 'src="http' not in html  # self-contained
 
 
 @pytest.fixture(scope="module")
 def demo_results(tmp_path_factory):
     """The demo exactly as the README runs it (profiles/demo/study.yaml, 2 cores), in a scratch folder."""
     workdir = tmp_path_factory.mktemp("demo")
-    cmd = [sys.executable, "-m", "snakemake", "all", "-s", str(ROOT / "Snakefile"), "-d", str(workdir), "--cores", "2",
-           "--configfile", str(ROOT / "profiles/demo/study.yaml"), "--replace-workflow-config"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "all",
+        "-s",
+        str(ROOT / "Snakefile"),
+        "-d",
+        str(workdir),
+        "--cores",
+        "2",
+        "--configfile",
+        str(ROOT / "profiles/demo/study.yaml"),
+        "--replace-workflow-config",
+    ]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
     return workdir / "results" / "demo"

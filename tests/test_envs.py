@@ -12,14 +12,24 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from aiayn.cli import COMMANDS
 from conftest import ROOT
 
+from aiayn.cli import COMMANDS
+
 # import name -> package name in an env file
-PACKAGE = {"yaml": "pyyaml", "jsonschema": "jsonschema", "torch": "torch", "numpy": "numpy",
-           "sentencepiece": "sentencepiece", "sacrebleu": "sacrebleu", "sacremoses": "sacremoses",
-           "pandas": "pandas", "matplotlib": "matplotlib", "snakemake": "snakemake", "pygments": "pygments"}
+PACKAGE = {
+    "yaml": "pyyaml",
+    "jsonschema": "jsonschema",
+    "torch": "torch",
+    "numpy": "numpy",
+    "sentencepiece": "sentencepiece",
+    "sacrebleu": "sacrebleu",
+    "sacremoses": "sacremoses",
+    "pandas": "pandas",
+    "matplotlib": "matplotlib",
+    "snakemake": "snakemake",
+    "pygments": "pygments",
+}
 
 # Runs `python -m aiayn ARGS...` with the import names in argv[1] unimportable from aiayn's own code
 # (a package may still import them itself, as conda would have installed them as its dependencies).
@@ -73,8 +83,11 @@ def third_party_imports(module: str, seen: set[str] | None = None) -> set[str]:
         path = path.with_suffix("") / "__init__.py"
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-            [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else ([node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
+        )
         for name in names:
             top = name.split(".")[0]
             if top == "aiayn":

@@ -34,8 +34,14 @@ def batch(B=3, S=7, T=6, vocab=50, seed=1):
 # -- attention ---------------------------------------------------------------------------------
 def test_attention_equals_the_formula():
     torch.manual_seed(0)
-    q, k, v = torch.randn(2, 3, 5, 4, dtype=torch.float64), torch.randn(2, 3, 6, 4, dtype=torch.float64), torch.randn(2, 3, 6, 7, dtype=torch.float64)
-    mha = MultiHeadAttention(ModelConfig(src_vocab=4, tgt_vocab=4, d_model=21, h=3, d_k=4, d_v=7, positional="learned")).double()
+    q, k, v = (
+        torch.randn(2, 3, 5, 4, dtype=torch.float64),
+        torch.randn(2, 3, 6, 4, dtype=torch.float64),
+        torch.randn(2, 3, 6, 7, dtype=torch.float64),
+    )
+    mha = MultiHeadAttention(
+        ModelConfig(src_vocab=4, tgt_vocab=4, d_model=21, h=3, d_k=4, d_v=7, positional="learned")
+    ).double()
     mha.W_o = nn.Identity()
     got = mha.attend(q, k, v, None)  # (B, T, h * d_v)
     weights = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(4), dim=-1)  # softmax(QK^T / sqrt(d_k))
@@ -303,8 +309,12 @@ def test_post_norm_model_equals_torch_nn_transformer():
     src, tgt = batch(B=3, S=7, T=6)
     causal = nn.Transformer.generate_square_subsequent_mask(6, dtype=torch.float64)
     out = ref(
-        model.src_embed(src), model.tgt_embed(tgt), tgt_mask=causal, tgt_is_causal=True,
-        src_key_padding_mask=src == 0, memory_key_padding_mask=src == 0,
+        model.src_embed(src),
+        model.tgt_embed(tgt),
+        tgt_mask=causal,
+        tgt_is_causal=True,
+        src_key_padding_mask=src == 0,
+        memory_key_padding_mask=src == 0,
     )
     want = out @ model.projection.T
     torch.testing.assert_close(model(src, tgt), want, rtol=1e-9, atol=1e-9)

@@ -18,11 +18,11 @@ import time
 
 import pytest
 import yaml
+from conftest import ROOT
+from test_e2e import tiny_demo_config
+from test_train import assert_same_weights
 
 from aiayn import checkpoint
-from conftest import ROOT
-from test_train import assert_same_weights
-from test_e2e import tiny_demo_config
 
 pytestmark = pytest.mark.slurm
 
@@ -59,7 +59,9 @@ def requeue_once(workdir, experiment: str, done: dict) -> None:
         time.sleep(1)
 
 
-@pytest.mark.skipif(not slurm_up(), reason="no Slurm cluster answers here (CI starts one with tests/slurm/slurm-ci.sh up)")
+@pytest.mark.skipif(
+    not slurm_up(), reason="no Slurm cluster answers here (CI starts one with tests/slurm/slurm-ci.sh up)"
+)
 def test_tiny_study_through_the_slurm_profile(tmp_path):
     config = tiny_demo_config()
     config["experiments"]["base"]["train"] = {"steps": 400, "checkpoint_interval": 50, "log_interval": 10}
@@ -67,15 +69,42 @@ def test_tiny_study_through_the_slurm_profile(tmp_path):
     # the single-process reference run, so both runs see the same micro-batches
     config["training"].update(tokens_per_update=600, max_tokens=300)
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(config))
-    cmd = ["timeout", "-s", "KILL", "1500", sys.executable, "-m", "snakemake", "all", "--cores", "8", "--profile", "slurm",
-           "-d", str(tmp_path), "--configfile", str(tmp_path / "study.yaml"), "--replace-workflow-config",
-           "--slurm-init-seconds-before-status-checks", "2",
-           # the CI node has 2 fake GPUs and ~20 GB: the rules' cluster-sized memory requests are lowered
-           # the training jobs run as 2 Slurm tasks (srun + one torchrun agent each), one fake GPU per task
-           "--set-resources", "train:gpu=2", "train:nodes=1", "train:tasks=2", "train:mpi=srun", "train:cpus_per_task=2",
-           "train:mem_mb=3000", "train:runtime=60",
-           "translate:gpu=1", "translate:mem_mb=2000", "train_vocab:mem_mb=2000", "encode:mem_mb=2000",
-           "average:mem_mb=2000"]
+    cmd = [
+        "timeout",
+        "-s",
+        "KILL",
+        "1500",
+        sys.executable,
+        "-m",
+        "snakemake",
+        "all",
+        "--cores",
+        "8",
+        "--profile",
+        "slurm",
+        "-d",
+        str(tmp_path),
+        "--configfile",
+        str(tmp_path / "study.yaml"),
+        "--replace-workflow-config",
+        "--slurm-init-seconds-before-status-checks",
+        "2",
+        # the CI node has 2 fake GPUs and ~20 GB: the rules' cluster-sized memory requests are lowered
+        # the training jobs run as 2 Slurm tasks (srun + one torchrun agent each), one fake GPU per task
+        "--set-resources",
+        "train:gpu=2",
+        "train:nodes=1",
+        "train:tasks=2",
+        "train:mpi=srun",
+        "train:cpus_per_task=2",
+        "train:mem_mb=3000",
+        "train:runtime=60",
+        "translate:gpu=1",
+        "translate:mem_mb=2000",
+        "train_vocab:mem_mb=2000",
+        "encode:mem_mb=2000",
+        "average:mem_mb=2000",
+    ]
     done: dict = {}
     watcher = threading.Thread(target=requeue_once, args=(tmp_path, "base", done), daemon=True)
     watcher.start()
@@ -90,7 +119,11 @@ def test_tiny_study_through_the_slurm_profile(tmp_path):
     for experiment in ("base", "big"):
         log = (results / f"logs/train/{experiment}.log").read_text()
         assert "on 2 x cpu (2 launcher tasks)" in log  # 2 srun tasks, one torchrun agent and process each
-        starts = [json.loads(l) for l in (results / experiment / "metrics.jsonl").read_text().splitlines() if '"event"' in l]
+        starts = [
+            json.loads(line)
+            for line in (results / experiment / "metrics.jsonl").read_text().splitlines()
+            if '"event"' in line
+        ]
         assert all(s["world_size"] == 2 and s["agents"] == 2 for s in starts)
         # the same final model as one process with gradient accumulation 2 (dropout on, requeue or not)
         reference = single_process_run(tmp_path, output, experiment)
@@ -98,19 +131,34 @@ def test_tiny_study_through_the_slurm_profile(tmp_path):
         assert final["step"] == reference["step"]
         assert_same_weights(final["model"], reference["model"], exact=False)
     assert done.get("requeued"), "the base training job was never seen running"
-    starts = [json.loads(l) for l in (results / "base/metrics.jsonl").read_text().splitlines() if '"event"' in l]
+    starts = [
+        json.loads(line) for line in (results / "base/metrics.jsonl").read_text().splitlines() if '"event"' in line
+    ]
     assert len(starts) >= 2 and starts[-1]["step"] > 0  # the requeued job resumed from its checkpoint
     assert checkpoint.load(results / "base/checkpoints/last.pt")["step"] == 400
 
 
 def single_process_run(workdir, output: str, experiment: str) -> dict:
     """Rerun `experiment`'s training as printed by Snakemake, as one plain process, outside Slurm."""
-    found = re.search(rf"-m aiayn train (--settings \S*/{experiment}/experiment\.json .*?) --checkpoints \S+ --out \S+", output)
+    found = re.search(
+        rf"-m aiayn train (--settings \S*/{experiment}/experiment\.json .*?) --checkpoints \S+ --out \S+", output
+    )
     assert found, f"no training command for {experiment} in the Snakemake output"
     ref = workdir / "reference" / experiment
-    cmd = [sys.executable, "-m", "aiayn", "train", *found.group(1).split(), "--checkpoints", str(ref / "checkpoints"),
-           "--out", str(ref / "last.pt")]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "RANK", "WORLD_SIZE", "LOCAL_", "MASTER_"))}
+    cmd = [
+        sys.executable,
+        "-m",
+        "aiayn",
+        "train",
+        *found.group(1).split(),
+        "--checkpoints",
+        str(ref / "checkpoints"),
+        "--out",
+        str(ref / "last.pt"),
+    ]
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "RANK", "WORLD_SIZE", "LOCAL_", "MASTER_"))
+    }
     env["PYTHONPATH"] = str(ROOT / "src")
     run = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]

@@ -78,8 +78,12 @@ def test_launcher():
     assert "--rdzv-backend c10d --rdzv-id $SLURM_JOB_ID" in multi
     assert ":$((29500 + SLURM_JOB_ID % 2000))" in multi  # two jobs on one node do not share a port
     # two tasks on one node (the CI's Slurm), one GPU each; CPU-only: no GPU binding
-    assert launcher(2, tasks=2, mpi="srun").startswith("srun -n 2 --ntasks-per-node 2 --gpus-per-task 1 torchrun --nnodes 2 --nproc-per-node 1")
-    assert launcher(0, tasks=2, mpi="srun").startswith("srun -n 2 --ntasks-per-node 2 torchrun --nnodes 2 --nproc-per-node 1")
+    assert launcher(2, tasks=2, mpi="srun").startswith(
+        "srun -n 2 --ntasks-per-node 2 --gpus-per-task 1 torchrun --nnodes 2 --nproc-per-node 1"
+    )
+    assert launcher(0, tasks=2, mpi="srun").startswith(
+        "srun -n 2 --ntasks-per-node 2 torchrun --nnodes 2 --nproc-per-node 1"
+    )
     with pytest.raises(LaunchError, match="train:tasks=2 and train:mpi=srun"):
         launcher(16, nodes=2)
     with pytest.raises(LaunchError, match="also set train:mpi=srun"):

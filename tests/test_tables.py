@@ -17,27 +17,61 @@ def test_cost_formula_reproduces_the_papers_figures():
     assert paper_cost(1, 1, "cpu") is None
 
 
-def fabricate(results, name, testset, bleu, steps_done, *, sacre=None, hours=2.0, gpus=8, device="NVIDIA H100 80GB HBM3",
-              precision=None):
+def fabricate(
+    results,
+    name,
+    testset,
+    bleu,
+    steps_done,
+    *,
+    sacre=None,
+    hours=2.0,
+    gpus=8,
+    device="NVIDIA H100 80GB HBM3",
+    precision=None,
+):
     folder = results / name
     folder.mkdir(parents=True)
     start = 1_000_000.0
-    lines = [{"event": "start", "step": 0, "world_size": gpus, "device_name": device, "params": 1_000_000, "wall": start}]
+    lines = [
+        {"event": "start", "step": 0, "world_size": gpus, "device_name": device, "params": 1_000_000, "wall": start}
+    ]
     if precision:
         lines[0]["precision"] = precision
-    lines += [{"step": s, "loss": 2.0, "lr": 1e-3, "tgt_tokens_per_update": 25000, "wall": start + hours * 3600 * s / steps_done}
-              for s in (steps_done // 2, steps_done)]
+    lines += [
+        {
+            "step": s,
+            "loss": 2.0,
+            "lr": 1e-3,
+            "tgt_tokens_per_update": 25000,
+            "wall": start + hours * 3600 * s / steps_done,
+        }
+        for s in (steps_done // 2, steps_done)
+    ]
     lines += [{"step": steps_done, "dev_ppl": 4.9, "dev_nll": 1.59}]
-    (folder / "metrics.jsonl").write_text("".join(json.dumps(l) + "\n" for l in lines))
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     if bleu is not None:
-        score = {"lines": 3003, "tokenized_bleu": {"score": bleu}, "sacrebleu": {"score": sacre or bleu - 0.7, "signature": "nrefs:1|tok:13a"}}
+        score = {
+            "lines": 3003,
+            "tokenized_bleu": {"score": bleu},
+            "sacrebleu": {"score": sacre or bleu - 0.7, "signature": "nrefs:1|tok:13a"},
+        }
         (folder / f"{testset}.score.json").write_text(json.dumps(score))
 
 
 def spec(name, bleu_paper, steps=100000):
-    return {"name": name, "row": None, "dataset": "wmt14-en-de", "testset": "newstest2014", "steps": steps, "average": 5,
-            "model": {"N": 6, "d_model": 512, "d_ff": 2048, "h": 8, "d_k": 64, "d_v": 64, "P_drop": 0.1}, "eps_ls": 0.1,
-            "paper": {"bleu": bleu_paper}, "scoring": {}}
+    return {
+        "name": name,
+        "row": None,
+        "dataset": "wmt14-en-de",
+        "testset": "newstest2014",
+        "steps": steps,
+        "average": 5,
+        "model": {"N": 6, "d_model": 512, "d_ff": 2048, "h": 8, "d_k": 64, "d_v": 64, "P_drop": 0.1},
+        "eps_ls": 0.1,
+        "paper": {"bleu": bleu_paper},
+        "scoring": {},
+    }
 
 
 def test_table2_cells_deltas_and_pending(tmp_path):

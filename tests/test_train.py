@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import socket
@@ -15,15 +14,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
-
 import toy
-from aiayn import checkpoint, encoded
-from aiayn.batching import Batcher, Prefetcher, collate, length_batches, micro_batch_budget
-from aiayn.train import EXIT_DONE, EXIT_NONFINITE, EXIT_PREEMPTED, RunFiles, Trainer, rate, run, label_smoothed_loss
-from aiayn.encoded import BOS, EOS, PAD
-from aiayn.distributed import Env
 from conftest import ROOT, SHARED
+
+from aiayn import checkpoint, encoded
+from aiayn.batching import Batcher, Prefetcher, collate, micro_batch_budget
+from aiayn.distributed import Env
+from aiayn.encoded import BOS, EOS, PAD
+from aiayn.train import EXIT_DONE, EXIT_NONFINITE, EXIT_PREEMPTED, RunFiles, Trainer, label_smoothed_loss, rate, run
 
 
 # -- schedule and loss ----------------------------------------------------------------------------
@@ -95,8 +93,10 @@ def test_padding_and_tokens_per_update_on_real_sentence_lengths():
     # the paper's corpus has 4.5M pairs: resample the real joint length distribution to that size
     pick = np.random.default_rng(1).integers(0, len(src), 4_500_000)
     pad, tokens = batch_stats(src[pick], tgt[pick], world=8, tokens=25000, max_tokens=4096)
-    print(f"\nreal lengths, {len(src):,} pairs: padding {small_pad:.2%}, target tokens/update {small_tokens:,.0f}; "
-          f"resampled to 4.5M pairs: padding {pad:.2%}, target tokens/update {tokens:,.0f} (paper ~25,000)")
+    print(
+        f"\nreal lengths, {len(src):,} pairs: padding {small_pad:.2%}, target tokens/update {small_tokens:,.0f}; "
+        f"resampled to 4.5M pairs: padding {pad:.2%}, target tokens/update {tokens:,.0f} (paper ~25,000)"
+    )
     assert pad <= 0.05  # the target of the speed issue, at the paper's scale
     assert small_pad <= 0.10
     assert 0.9 * 25000 <= tokens <= 25000 + 8 and 0.9 * 25000 <= small_tokens <= 25000 + 8
@@ -104,8 +104,16 @@ def test_padding_and_tokens_per_update_on_real_sentence_lengths():
 
 # -- training runs ----------------------------------------------------------------------------------
 def make_trainer(tmp_path: Path, settings: dict, env: Env | None = None, log=lambda m: None) -> Trainer:
-    train = encoded.read(toy.corpus(tmp_path / "train.bin", n=200, seed=0)) if not (tmp_path / "train.bin").exists() else encoded.read(tmp_path / "train.bin")
-    dev = encoded.read(toy.corpus(tmp_path / "dev.bin", n=30, seed=1)) if not (tmp_path / "dev.bin").exists() else encoded.read(tmp_path / "dev.bin")
+    train = (
+        encoded.read(toy.corpus(tmp_path / "train.bin", n=200, seed=0))
+        if not (tmp_path / "train.bin").exists()
+        else encoded.read(tmp_path / "train.bin")
+    )
+    dev = (
+        encoded.read(toy.corpus(tmp_path / "dev.bin", n=30, seed=1))
+        if not (tmp_path / "dev.bin").exists()
+        else encoded.read(tmp_path / "dev.bin")
+    )
     files = RunFiles(tmp_path / "checkpoints", tmp_path / "checkpoints" / "last.pt", tmp_path / "metrics.jsonl")
     return Trainer(settings, train, dev, files, env or Env(), log)
 
@@ -166,7 +174,10 @@ def test_prefetching_and_compiling_change_no_result(tmp_path, option):
     if "compile" in option:
         plain["model"]["P_drop"] = 0.0
     assert train_in_process(tmp_path / "plain", plain) == EXIT_DONE
-    assert train_in_process(tmp_path / "other", {**plain, "train": {**plain["train"], "prefetch": 2, **option}}) == EXIT_DONE
+    assert (
+        train_in_process(tmp_path / "other", {**plain, "train": {**plain["train"], "prefetch": 2, **option}})
+        == EXIT_DONE
+    )
     plain_w, other_w = final_weights(tmp_path / "plain"), final_weights(tmp_path / "other")
     if "compile" in option:
         # softmax ignores a constant added to all keys, so the key biases' exact gradient is 0 and Adam
@@ -178,8 +189,11 @@ def test_prefetching_and_compiling_change_no_result(tmp_path, option):
 
 
 def test_training_reduces_the_loss(tmp_path):
-    assert train_in_process(tmp_path, toy.settings(steps=200, warmup_steps=30, checkpoint_interval=100, log_interval=20)) == EXIT_DONE
-    records = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert (
+        train_in_process(tmp_path, toy.settings(steps=200, warmup_steps=30, checkpoint_interval=100, log_interval=20))
+        == EXIT_DONE
+    )
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     losses = [r["loss"] for r in records if "loss" in r]
     assert losses[-1] < 0.8 * losses[0]
     dev = [r for r in records if "dev_ppl" in r]
@@ -187,7 +201,14 @@ def test_training_reduces_the_loss(tmp_path):
     first = records[0]
     assert first["event"] == "start" and first["params"] > 0 and first["device_name"] == "cpu"
     progress = [r for r in records if "loss" in r][0]
-    assert {"lr", "tgt_tokens_per_s", "src_tokens_per_update", "tgt_tokens_per_update", "eta_s", "tflops"} <= progress.keys()
+    assert {
+        "lr",
+        "tgt_tokens_per_s",
+        "src_tokens_per_update",
+        "tgt_tokens_per_update",
+        "eta_s",
+        "tflops",
+    } <= progress.keys()
 
 
 def test_resume_is_bit_identical(tmp_path):
@@ -198,7 +219,7 @@ def test_resume_is_bit_identical(tmp_path):
     assert not (tmp_path / "resumed/checkpoints/last.pt").exists()
     assert train_in_process(tmp_path / "resumed", settings) == EXIT_DONE
     assert_same_weights(final_weights(tmp_path / "straight"), final_weights(tmp_path / "resumed"))
-    steps = [json.loads(l).get("step") for l in (tmp_path / "resumed/metrics.jsonl").read_text().splitlines()]
+    steps = [json.loads(line).get("step") for line in (tmp_path / "resumed/metrics.jsonl").read_text().splitlines()]
     assert steps.count(6) == 1  # the dead run's records past its checkpoint were dropped
 
 
@@ -245,7 +266,9 @@ def test_nonfinite_loss_stops_naming_the_step(tmp_path):
 
 
 def grad_norm(model) -> float:
-    return float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters() if p.grad is not None])))
+    return float(
+        torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters() if p.grad is not None]))
+    )
 
 
 def test_clip_norm_bounds_the_update_gradient(tmp_path):
@@ -290,9 +313,22 @@ def command(tmp_path: Path, settings: dict, *extra: str) -> list[str]:
     (tmp_path / "experiment.json").write_text(json.dumps(settings))
     toy.corpus(tmp_path / "train.bin", n=200, seed=0)
     toy.corpus(tmp_path / "dev.bin", n=30, seed=1)
-    return ["-m", "aiayn", "train", "--settings", str(tmp_path / "experiment.json"), "--train", str(tmp_path / "train.bin"),
-            "--dev", str(tmp_path / "dev.bin"), "--checkpoints", str(tmp_path / "checkpoints"),
-            "--out", str(tmp_path / "checkpoints" / "last.pt"), *extra]
+    return [
+        "-m",
+        "aiayn",
+        "train",
+        "--settings",
+        str(tmp_path / "experiment.json"),
+        "--train",
+        str(tmp_path / "train.bin"),
+        "--dev",
+        str(tmp_path / "dev.bin"),
+        "--checkpoints",
+        str(tmp_path / "checkpoints"),
+        "--out",
+        str(tmp_path / "checkpoints" / "last.pt"),
+        *extra,
+    ]
 
 
 def env_for_subprocess() -> dict:
@@ -312,26 +348,57 @@ def test_ddp_two_processes_equal_one_process_with_accumulation_two(tmp_path):
     # one process: micro-batches of 200 tokens, 2 per update; two processes: 1 each
     single = toy.settings(steps=6, tokens_per_update=400, max_tokens=200)
     assert single["model"]["P_drop"] > 0  # dropout masks follow the micro-batch, not the process
-    run1 = subprocess.run([sys.executable, *command(tmp_path / "one", single)], env=env_for_subprocess(),
-                          capture_output=True, text=True, timeout=300)
+    run1 = subprocess.run(
+        [sys.executable, *command(tmp_path / "one", single)],
+        env=env_for_subprocess(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run1.returncode == 0, run1.stderr
     assert "on 1 x cpu, 2 micro-batch(es)" in run1.stdout
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
-                "--master-addr", "127.0.0.1", "--master-port", str(free_port())]
-    run2 = subprocess.run([*torchrun, *command(tmp_path / "two", single)], env=env_for_subprocess(),
-                          capture_output=True, text=True, timeout=300)
+    torchrun = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(free_port()),
+    ]
+    run2 = subprocess.run(
+        [*torchrun, *command(tmp_path / "two", single)],
+        env=env_for_subprocess(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run2.returncode == 0, run2.stderr[-3000:]
     assert "on 2 x cpu, 1 micro-batch(es)" in run2.stdout
     assert_same_weights(final_weights(tmp_path / "one"), final_weights(tmp_path / "two"), exact=False)
-    l1 = [json.loads(l)["loss"] for l in (tmp_path / "one/metrics.jsonl").read_text().splitlines() if '"loss"' in l]
-    l2 = [json.loads(l)["loss"] for l in (tmp_path / "two/metrics.jsonl").read_text().splitlines() if '"loss"' in l]
+    l1 = [
+        json.loads(line)["loss"]
+        for line in (tmp_path / "one/metrics.jsonl").read_text().splitlines()
+        if '"loss"' in line
+    ]
+    l2 = [
+        json.loads(line)["loss"]
+        for line in (tmp_path / "two/metrics.jsonl").read_text().splitlines()
+        if '"loss"' in line
+    ]
     assert l1 == pytest.approx(l2, rel=1e-5)
 
 
 def test_sigterm_mid_run_checkpoints_and_resumes(tmp_path):
     settings = toy.settings(steps=400, checkpoint_interval=1000, log_interval=5)
     args = command(tmp_path, settings)
-    proc = subprocess.Popen([sys.executable, *args], env=env_for_subprocess(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, *args], env=env_for_subprocess(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     metrics = tmp_path / "metrics.jsonl"
     deadline = time.time() + 120
     while time.time() < deadline and not (metrics.exists() and '"loss"' in metrics.read_text()):
@@ -342,7 +409,9 @@ def test_sigterm_mid_run_checkpoints_and_resumes(tmp_path):
     assert "stop signal: checkpoint of step" in out
     saved = list((tmp_path / "checkpoints").glob("checkpoint_*.pt"))
     assert len(saved) == 1 and 0 < checkpoint.load(saved[0])["step"] < 400
-    again = subprocess.run([sys.executable, *args], env=env_for_subprocess(), capture_output=True, text=True, timeout=600)
+    again = subprocess.run(
+        [sys.executable, *args], env=env_for_subprocess(), capture_output=True, text=True, timeout=600
+    )
     assert again.returncode == 0, again.stderr
     assert "resumed from step" in again.stdout
     assert checkpoint.load(tmp_path / "checkpoints" / "last.pt")["step"] == 400
@@ -351,6 +420,10 @@ def test_sigterm_mid_run_checkpoints_and_resumes(tmp_path):
 def test_bad_input_is_one_clear_line(tmp_path):
     args = command(tmp_path, toy.settings())
     (tmp_path / "train.bin").write_bytes(b"not a corpus")
-    run_ = subprocess.run([sys.executable, *args], env=env_for_subprocess(), capture_output=True, text=True, timeout=120)
+    run_ = subprocess.run(
+        [sys.executable, *args], env=env_for_subprocess(), capture_output=True, text=True, timeout=120
+    )
     assert run_.returncode == 2
-    assert run_.stderr.strip().splitlines() == [f"aiayn train: error: {tmp_path / 'train.bin'}: not an encoded corpus (bad magic); rerun the encode step"]
+    assert run_.stderr.strip().splitlines() == [
+        f"aiayn train: error: {tmp_path / 'train.bin'}: not an encoded corpus (bad magic); rerun the encode step"
+    ]

@@ -3,32 +3,38 @@
 from __future__ import annotations
 
 import hashlib
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-import yaml
-
 import toy
-from aiayn import checkpoint, encoded
+import yaml
 from conftest import ROOT
+
+from aiayn import checkpoint, encoded
 
 
 def tiny_study(workdir: Path, steps: int) -> Path:
     """A one-experiment study config and its encoded data in `workdir` (upstream stages pre-made)."""
     config = {
         "archives": {"toy": {"url": "http://127.0.0.1:9/toy.tgz", "sha256": "0" * 64}},
-        "datasets": {"toy": {
-            "task": "translation", "src": "xx", "tgt": "yy",
-            "train": [{"archive": "toy", "src": "train.xx", "tgt": "train.yy"}],
-            "dev": "dev", "test": "test",
-            "eval_sets": {"dev": {"archive": "toy", "src": "dev.xx", "tgt": "dev.yy"},
-                          "test": {"archive": "toy", "src": "test.xx", "tgt": "test.yy"}},
-            "vocab": {"model_type": "bpe", "size": toy.VOCAB, "shared": True},
-        }},
+        "datasets": {
+            "toy": {
+                "task": "translation",
+                "src": "xx",
+                "tgt": "yy",
+                "train": [{"archive": "toy", "src": "train.xx", "tgt": "train.yy"}],
+                "dev": "dev",
+                "test": "test",
+                "eval_sets": {
+                    "dev": {"archive": "toy", "src": "dev.xx", "tgt": "dev.yy"},
+                    "test": {"archive": "toy", "src": "test.xx", "tgt": "test.yy"},
+                },
+                "vocab": {"model_type": "bpe", "size": toy.VOCAB, "shared": True},
+            }
+        },
         "training": {**toy.SETTINGS["train"], "steps": steps, "checkpoint_interval": 50, "log_interval": 10},
         "presets": {"toy": {"model": toy.SETTINGS["model"], "average": 1}},
         "experiments": {"toy-run": {"preset": "toy", "dataset": "toy", "tables": [2]}},
@@ -50,14 +56,27 @@ def tiny_study(workdir: Path, steps: int) -> Path:
 
 
 def snakemake_cmd(workdir: Path, target: str) -> list[str]:
-    return [sys.executable, "-m", "snakemake", target, "-s", str(ROOT / "Snakefile"), "-d", str(workdir),
-            "--cores", "2", "--configfile", str(workdir / "config.yaml")]
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        target,
+        "-s",
+        str(ROOT / "Snakefile"),
+        "-d",
+        str(workdir),
+        "--cores",
+        "2",
+        "--configfile",
+        str(workdir / "config.yaml"),
+    ]
 
 
 def test_train_rule_on_cpu(tmp_path):
     workdir = tiny_study(tmp_path, steps=60)
-    run = subprocess.run(snakemake_cmd(workdir, "results/toy-run/checkpoints/last.pt"),
-                         capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        snakemake_cmd(workdir, "results/toy-run/checkpoints/last.pt"), capture_output=True, text=True, timeout=600
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     state = checkpoint.load(workdir / "results/toy-run/checkpoints/last.pt")
     assert state["step"] == 60 and state["settings"]["name"] == "toy-run"
@@ -68,8 +87,12 @@ def test_train_rule_on_cpu(tmp_path):
 
 def test_preempted_training_job_is_retried_and_resumes(tmp_path):
     workdir = tiny_study(tmp_path, steps=3000)
-    proc = subprocess.Popen(snakemake_cmd(workdir, "results/toy-run/checkpoints/last.pt"),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        snakemake_cmd(workdir, "results/toy-run/checkpoints/last.pt"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     metrics = workdir / "results/toy-run/metrics.jsonl"
     deadline = time.time() + 120
     while time.time() < deadline and not (metrics.exists() and '"step": 120' in metrics.read_text()):

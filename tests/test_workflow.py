@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
+import importlib.util
 import shutil
 import subprocess
+import sys
 
 import pytest
 import yaml
-
 from conftest import ROOT, job_counts, planned_jobs, snakemake
 
 N_EXPERIMENTS = 4 + 18 + 2  # Table 2, Table 3's new rows, Table 4
@@ -69,7 +69,10 @@ def test_average_takes_last_5_or_20(plan):
     assert "--last 20 " in shells["results/big-en-fr/average.pt"]
 
 
-@pytest.mark.parametrize("target, rules", [("data", {"encode", "prepare_eval"}), ("vocab", {"train_vocab"}), ("table3", {"train", "translate"})])
+@pytest.mark.parametrize(
+    "target, rules",
+    [("data", {"encode", "prepare_eval"}), ("vocab", {"train_vocab"}), ("table3", {"train", "translate"})],
+)
 def test_partial_targets(target, rules):
     run = snakemake("-n", "-p", "--cores", "1", target)
     assert run.returncode == 0, run.stderr[-2000:]
@@ -96,13 +99,26 @@ def test_dry_run_with_slurm_profile_as_typed():
 
 def test_multi_node_training_through_the_slurm_profile():
     """Two nodes of 8 GPUs: one srun task per node, each a torchrun agent; a half-set request fails by name."""
-    run = snakemake("-n", "-p", "--cores", "8", "--profile", "slurm",
-                    "--set-resources", "train:gpu=16", "train:nodes=2", "train:tasks=2", "train:mpi=srun")
+    run = snakemake(
+        "-n",
+        "-p",
+        "--cores",
+        "8",
+        "--profile",
+        "slurm",
+        "--set-resources",
+        "train:gpu=16",
+        "train:nodes=2",
+        "train:tasks=2",
+        "train:mpi=srun",
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     train = [j for j in planned_jobs(run.stdout + run.stderr) if j["rule"] == "train"]
     assert len(train) == N_EXPERIMENTS
-    assert all("srun -n 2 --ntasks-per-node 1 --gpus-per-task 8 torchrun --nnodes 2 --nproc-per-node 8" in j["shell"]
-               for j in train)
+    assert all(
+        "srun -n 2 --ntasks-per-node 1 --gpus-per-task 8 torchrun --nnodes 2 --nproc-per-node 8" in j["shell"]
+        for j in train
+    )
     half = snakemake("-n", "--cores", "8", "--profile", "slurm", "--set-resources", "train:gpu=16", "train:nodes=2")
     assert half.returncode != 0
     assert "set train:tasks=2 and train:mpi=srun" in half.stdout + half.stderr
@@ -133,7 +149,10 @@ def test_snakefmt_clean():
 @pytest.mark.parametrize(
     "override, message",
     [
-        ("training:\n  warmup_step: 4000\n", "training: Additional properties are not allowed ('warmup_step' was unexpected)"),
+        (
+            "training:\n  warmup_step: 4000\n",
+            "training: Additional properties are not allowed ('warmup_step' was unexpected)",
+        ),
         ("training:\n  steps: many\n", "training.steps: 'many' is not of type 'integer'"),
         ("experiments:\n  base-en-de: {preset: bse}\n", "experiments.base-en-de.preset: unknown preset 'bse'"),
     ],
@@ -155,3 +174,12 @@ def test_mirror_replaces_url_prefix(tmp_path):
     downloads = [j["shell"] for j in planned_jobs(run.stdout + run.stderr) if j["rule"] == "download"]
     assert downloads and all("--url http://127.0.0.1:8000/wmt/" in s for s in downloads)
     assert any("wmt13/training-parallel-europarl-v7.tgz" in s for s in downloads)
+
+
+@pytest.mark.parametrize("check", [["check"], ["format", "--check"]], ids=["lint", "format"])
+def test_ruff_clean(check):
+    """ruff lint and format (line length 120, pyproject.toml) over the package, tests and benchmarks."""
+    if importlib.util.find_spec("ruff") is None:
+        pytest.skip("ruff is not installed (pip install -e '.[test]')")
+    run = subprocess.run([sys.executable, "-m", "ruff", *check, "."], cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]

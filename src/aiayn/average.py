@@ -41,6 +41,10 @@ def average(paths: list[Path]) -> dict:
             total[k] += v.to(torch.float32)
     mean = {k: v / len(paths) for k, v in total.items()}
     return {
-        "model_config": first["model_config"], "model": mean, "vocab": first.get("vocab"),
-        "settings": first.get("settings"), "averaged_steps": steps, "step": steps[-1],
+        "model_config": first["model_config"],
+        "model": mean,
+        "vocab": first.get("vocab"),
+        "settings": first.get("settings"),
+        "averaged_steps": steps,
+        "step": steps[-1],
     }

@@ -50,13 +50,29 @@ def table_rows(number: int, results: Path, experiments: list[dict]) -> list[dict
             if not (src_path.exists() and (data / "train.src").exists()):
                 continue
             src, ref = list(read_lines(src_path)), list(read_lines(ref_path))
-            systems = {"baseline: copy the source": src,
-                       "baseline: word by word": word_by_word(src, list(read_lines(data / "train.src")), list(read_lines(data / "train.tgt")))}
-            scoring = {"moses_lang": exp["scoring"].get("moses_lang", "en"), "compound_split": exp["scoring"].get("compound_split", False)}
+            systems = {
+                "baseline: copy the source": src,
+                "baseline: word by word": word_by_word(
+                    src, list(read_lines(data / "train.src")), list(read_lines(data / "train.tgt"))
+                ),
+            }
+            scoring = {
+                "moses_lang": exp["scoring"].get("moses_lang", "en"),
+                "compound_split": exp["scoring"].get("compound_split", False),
+            }
             for name, hyp in systems.items():
                 s = bleu_scores(hyp, ref, **scoring)
-                rows.append({"experiment": name, "dataset": exp["dataset"], "testset": exp["testset"], "status": "done",
-                             "bleu": s["tokenized_bleu"]["score"], "sacrebleu": s["sacrebleu"]["score"], "lines": s["lines"]})
+                rows.append(
+                    {
+                        "experiment": name,
+                        "dataset": exp["dataset"],
+                        "testset": exp["testset"],
+                        "status": "done",
+                        "bleu": s["tokenized_bleu"]["score"],
+                        "sacrebleu": s["sacrebleu"]["score"],
+                        "lines": s["lines"],
+                    }
+                )
         elif number == 4:
             gold_path = data / f"{exp['testset']}.gold"
             if gold_path.exists():

@@ -33,9 +33,10 @@ def length_batches(
 
     Pairs are sorted by (longer side, target length, source length, random tie-break) so that a
     batch holds pairs of nearly equal shape (5.9 % padding on 13.5k real WMT pairs, 0.07 % on a
-    4.5M-pair resample; sorting by target length alone gives 12 %). A batch closes before its real tokens exceed `budget` on either side (the
-    paper counts ~25,000 source and ~25,000 target tokens) or its padded size exceeds `max_padded`
-    on either side (the memory bound; default: budget). Lengths must include the EOS/BOS the batch
+    4.5M-pair resample; sorting by target length alone gives 12 %). A batch closes before its real
+    tokens exceed `budget` on either side (the paper counts ~25,000 source and ~25,000 target
+    tokens) or its padded size exceeds `max_padded` on either side (the memory bound; default:
+    budget). Lengths must include the EOS/BOS the batch
     adds. A pair longer than the bounds forms a batch alone.
     """
     cap = max_padded or budget
@@ -66,7 +67,9 @@ class Batch:
         return Batch(move(self.src), move(self.tgt_in), move(self.tgt_out), self.src_tokens, self.tgt_tokens)
 
 
-def _gather(tokens: np.ndarray, offsets: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _gather(
+    tokens: np.ndarray, offsets: np.ndarray, indices: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Sentences `indices` of one side as (row, column, token) triples plus their lengths, without a Python loop."""
     starts = offsets[indices]
     lengths = offsets[indices + 1] - starts
@@ -146,8 +149,9 @@ class Batcher:
     def epoch(self, e: int) -> list[np.ndarray]:
         if e != self._epoch:
             rng = np.random.default_rng([self.seed, e])
-            self._epoch, self._batches = e, length_batches(
-                self.src_len, self.tgt_len, self.budget, rng, max_padded=self.max_padded
+            self._epoch, self._batches = (
+                e,
+                length_batches(self.src_len, self.tgt_len, self.budget, rng, max_padded=self.max_padded),
             )
         return self._batches
 

@@ -58,7 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     except ModuleNotFoundError as exc:
         if exc.name is None or exc.name.split(".")[0] == "aiayn":
             raise
-        print(f"aiayn {command}: error: needs the Python package {exc.name.split('.')[0]!r}, which this "
-              "environment lacks; install the project (pip install -e .) or use the rule's envs/ file", file=sys.stderr)
+        print(
+            f"aiayn {command}: error: needs the Python package {exc.name.split('.')[0]!r}, which this "
+            "environment lacks; install the project (pip install -e .) or use the rule's envs/ file",
+            file=sys.stderr,
+        )
         return 2
     return int(result or 0)

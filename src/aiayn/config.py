@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 from importlib import resources
 from pathlib import Path
+
 import jsonschema
 import yaml
 
@@ -107,7 +108,9 @@ def check(config: dict) -> None:
         if 4 in exp["tables"] and task != "parsing":
             raise ConfigError(f"{where}.tables: Table 4 needs a parsing dataset, {exp['dataset']!r} is {task}")
         if {2, 3} & set(exp["tables"]) and task != "translation":
-            raise ConfigError(f"{where}.tables: Tables 2 and 3 need a translation dataset, {exp['dataset']!r} is {task}")
+            raise ConfigError(
+                f"{where}.tables: Tables 2 and 3 need a translation dataset, {exp['dataset']!r} is {task}"
+            )
         if {3, 4} & set(exp["tables"]) and not exp.get("row"):
             raise ConfigError(f"{where}.row: an experiment of Table 3 or 4 needs its row label")
 
@@ -136,4 +139,3 @@ def _check_dataset(name: str, ds: dict, archives: dict) -> None:
                 raise ConfigError(f"{where}.eval_sets.{set_name}: a parsing eval set needs `sections`")
         if not ds["train_sections"]:
             raise ConfigError(f"{where}.train_sections: a parsing dataset needs training sections")
-

@@ -15,12 +15,11 @@ from __future__ import annotations
 import gzip
 import html
 import io
-import json
 import os
 import re
 import tarfile
 import tempfile
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, TextIO
 
@@ -44,7 +43,9 @@ def extract_members(archive: str | os.PathLike, names: set[str], dest: str | os.
                 try:
                     checked = tarfile.data_filter(member, str(dest))
                 except tarfile.FilterError as exc:
-                    raise UserError(f"{archive}: refusing the archive, member {member.name!r} is unsafe ({exc})") from None
+                    raise UserError(
+                        f"{archive}: refusing the archive, member {member.name!r} is unsafe ({exc})"
+                    ) from None
                 if member.name in names and checked is not None and checked.isfile():
                     tar.extract(checked, dest, filter="data")
                     found[member.name] = dest / checked.name
@@ -126,17 +127,30 @@ def normalize(line: str) -> tuple[str, int]:
 @contextmanager
 def atomic_pair(src: str | os.PathLike, tgt: str | os.PathLike) -> Iterator[tuple[TextIO, TextIO]]:
     """Two text files written together: renamed into place only when both are complete."""
-    with atomic_paths(src, tgt) as (a, b), open(a, "w", encoding="utf-8", newline="\n") as fa, \
-            open(b, "w", encoding="utf-8", newline="\n") as fb:
+    with (
+        atomic_paths(src, tgt) as (a, b),
+        open(a, "w", encoding="utf-8", newline="\n") as fa,
+        open(b, "w", encoding="utf-8", newline="\n") as fb,
+    ):
         yield fa, fb
 
 
 def prepare_train(corpora: list[dict], archives: dict[str, str], cleaning: dict, out_src, out_tgt, report_path) -> dict:
     """Concatenate training corpora (archive + member per side), aligned and cleaned; write the report; return it."""
-    report = {"corpora": [], "kept": 0, "removed": {"empty": 0, "too_short": 0, "too_long": 0, "ratio": 0}, "separators_replaced": 0}
-    with atomic_pair(out_src, out_tgt) as (fs, ft), tempfile.TemporaryDirectory(dir=Path(out_src).parent, prefix=".extract.") as tmp:
+    report = {
+        "corpora": [],
+        "kept": 0,
+        "removed": {"empty": 0, "too_short": 0, "too_long": 0, "ratio": 0},
+        "separators_replaced": 0,
+    }
+    with (
+        atomic_pair(out_src, out_tgt) as (fs, ft),
+        tempfile.TemporaryDirectory(dir=Path(out_src).parent, prefix=".extract.") as tmp,
+    ):
         for member in corpora:
-            files = extract_members(archives[member["archive"]], {member["src"], member["tgt"]}, Path(tmp) / member["archive"])
+            files = extract_members(
+                archives[member["archive"]], {member["src"], member["tgt"]}, Path(tmp) / member["archive"]
+            )
             labels = [f"{archives[member['archive']]}:{member[s]}" for s in ("src", "tgt")]
             stats = {"archive": member["archive"], "src": member["src"], "tgt": member["tgt"], "pairs": 0, "kept": 0}
             for a, b in aligned(files[member["src"]], files[member["tgt"]], *labels):
@@ -164,10 +178,14 @@ def prepare_eval(spec: dict, name: str, archive: str, out_src, out_tgt) -> int:
     """Write one dev/test set (members `spec["src"]`, `spec["tgt"]`) as aligned text; check its number of lines."""
     with tempfile.TemporaryDirectory(dir=Path(out_src).parent, prefix=".extract.") as tmp:
         files = extract_members(archive, {spec["src"], spec["tgt"]}, tmp)
-        pairs = list(aligned(files[spec["src"]], files[spec["tgt"]], f"{archive}:{spec['src']}", f"{archive}:{spec['tgt']}"))
+        pairs = list(
+            aligned(files[spec["src"]], files[spec["tgt"]], f"{archive}:{spec['src']}", f"{archive}:{spec['tgt']}")
+        )
     if spec.get("lines") and len(pairs) != spec["lines"]:
-        raise UserError(f"{archive}:{spec['src']} has {len(pairs)} segments, {name} has {spec['lines']} "
-                        "(the wrong version of the test set?)")
+        raise UserError(
+            f"{archive}:{spec['src']} has {len(pairs)} segments, {name} has {spec['lines']} "
+            "(the wrong version of the test set?)"
+        )
     with atomic_pair(out_src, out_tgt) as (fs, ft):
         for a, b in pairs:
             fs.write(normalize(a)[0] + "\n")

@@ -106,7 +106,10 @@ def corpus(seed: int, n: int, lex: Lexicon) -> list[tuple[str, str, str]]:
 
 def _tar(path: Path, members: dict[str, str]) -> None:
     with atomic_path(path) as tmp, open(tmp, "wb") as raw:
-        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
+        with (
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz,
+            tarfile.open(fileobj=gz, mode="w") as tar,
+        ):
             for name, text in members.items():
                 data = text.encode()
                 info = tarfile.TarInfo(name)

@@ -49,14 +49,22 @@ def fetch(url: str, part: Path, timeout: float) -> None:
             raise Incomplete(f"got {got} of {expected} bytes")
 
 
-def download(url: str, out: str | os.PathLike, sha256: str, *, retries: int = 5, wait: float = 10.0,
-             timeout: float = 60.0, log=print) -> None:
+def download(
+    url: str,
+    out: str | os.PathLike,
+    sha256: str,
+    *,
+    retries: int = 5,
+    wait: float = 10.0,
+    timeout: float = 60.0,
+    log=print,
+) -> None:
     """Fetch `url` to `out`, resuming and retrying; verify `sha256` before renaming into place."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     part = out.with_name(out.name + ".part")
     if url.startswith("file://") or "://" not in url:
-        source = urllib.request.url2pathname(url[len("file://"):]) if url.startswith("file://") else url
+        source = urllib.request.url2pathname(url[len("file://") :]) if url.startswith("file://") else url
         if not Path(source).is_file():
             raise UserError(f"{source}: not found (from the mirror setting); check `mirror` in config.yaml")
         shutil.copyfile(source, part)
@@ -67,16 +75,21 @@ def download(url: str, out: str | os.PathLike, sha256: str, *, retries: int = 5,
                 break
             except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
                 if isinstance(exc, urllib.error.HTTPError) and exc.code in (403, 404, 410):
-                    raise UserError(f"{url}: HTTP {exc.code} {exc.reason}; check the URL (or `mirror`) in config.yaml") from None
+                    raise UserError(
+                        f"{url}: HTTP {exc.code} {exc.reason}; check the URL (or `mirror`) in config.yaml"
+                    ) from None
                 if attempt > retries:
-                    raise UserError(f"{url}: download failed after {attempt} attempts ({exc}); "
-                                    f"run again to resume from {part}") from None
+                    raise UserError(
+                        f"{url}: download failed after {attempt} attempts ({exc}); run again to resume from {part}"
+                    ) from None
                 log(f"{url}: attempt {attempt} failed ({exc}); resuming in {wait:g} s")
                 time.sleep(wait)
     digest = file_sha256(part)
     if digest != sha256:
         part.unlink()
-        raise UserError(f"{url}: sha256 is {digest}, config.yaml expects {sha256}; the download was removed "
-                        "(a changed or corrupt file, or the wrong mirror)")
+        raise UserError(
+            f"{url}: sha256 is {digest}, config.yaml expects {sha256}; the download was removed "
+            "(a changed or corrupt file, or the wrong mirror)"
+        )
     os.replace(part, out)
     log(f"{url}: {out.stat().st_size:,} bytes, sha256 verified -> {out}")

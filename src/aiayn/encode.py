@@ -26,7 +26,9 @@ def read_pairs(src: str, tgt: str, chunk: int):
         for number, (a, b) in enumerate(zip_longest(fs, ft), start=1):
             if a is None or b is None:
                 short = src if a is None else tgt
-                raise UserError(f"{short} ends at line {number - 1} but its other side goes on; the two must align line by line")
+                raise UserError(
+                    f"{short} ends at line {number - 1} but its other side goes on; the two must align line by line"
+                )
             batch_s.append(a.rstrip("\n"))
             batch_t.append(b.rstrip("\n"))
             if len(batch_s) == chunk:
@@ -36,7 +38,9 @@ def read_pairs(src: str, tgt: str, chunk: int):
             yield batch_s, batch_t
 
 
-def encode_corpus(src: str, tgt: str, spm_src: str, spm_tgt: str, out: str, *, threads: int = 1, chunk: int = 100_000) -> dict:
+def encode_corpus(
+    src: str, tgt: str, spm_src: str, spm_tgt: str, out: str, *, threads: int = 1, chunk: int = 100_000
+) -> dict:
     """Encode aligned files `src`/`tgt` into `out`; return the header's statistics."""
     from aiayn import vocab  # noqa: PLC0415 (sentencepiece only where encoding happens)
 
@@ -53,7 +57,9 @@ def encode_corpus(src: str, tgt: str, spm_src: str, spm_tgt: str, out: str, *, t
                 for side, lines in (("src", lines_s), ("tgt", lines_t)):
                     ids = sp[side].Encode(lines, num_threads=threads)
                     lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
-                    np.fromiter((t for x in ids for t in x), dtype=dtype, count=int(lengths.sum())).tofile(raw[f"{side}_tok"])
+                    np.fromiter((t for x in ids for t in x), dtype=dtype, count=int(lengths.sum())).tofile(
+                        raw[f"{side}_tok"]
+                    )
                     lengths.tofile(raw[f"{side}_len"])
                     longest[side] = max(longest[side], int(lengths.max()))
                     tokens[side] += int(lengths.sum())
@@ -72,10 +78,22 @@ def encode_corpus(src: str, tgt: str, spm_src: str, spm_tgt: str, out: str, *, t
                 part = np.cumsum(lengths[i : i + encoded.CHUNK]) + carry
                 offsets[i + 1 : i + 1 + len(part)] = part
                 carry = int(part[-1])
-            toks = np.memmap(os.path.join(tmp, f"{side}_tok"), dtype=dtype, mode="r", shape=(tokens[side],)) if tokens[side] else np.empty(0, dtype)
+            toks = (
+                np.memmap(os.path.join(tmp, f"{side}_tok"), dtype=dtype, mode="r", shape=(tokens[side],))
+                if tokens[side]
+                else np.empty(0, dtype)
+            )
             arrays[side] = (toks, offsets)
-        meta = {"src_vocab": sizes["src"], "tgt_vocab": sizes["tgt"], "spm_src_sha256": file_sha256(spm_src),
-                "spm_tgt_sha256": file_sha256(spm_tgt), "src_tokens": tokens["src"], "tgt_tokens": tokens["tgt"],
-                "longest_src": longest["src"], "longest_tgt": longest["tgt"], "source_files": [str(src), str(tgt)]}
+        meta = {
+            "src_vocab": sizes["src"],
+            "tgt_vocab": sizes["tgt"],
+            "spm_src_sha256": file_sha256(spm_src),
+            "spm_tgt_sha256": file_sha256(spm_tgt),
+            "src_tokens": tokens["src"],
+            "tgt_tokens": tokens["tgt"],
+            "longest_src": longest["src"],
+            "longest_tgt": longest["tgt"],
+            "source_files": [str(src), str(tgt)],
+        }
         encoded.write(out, arrays["src"], arrays["tgt"], dtype=dtype, meta=meta)
     return {"pairs": pairs, **meta}

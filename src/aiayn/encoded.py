@@ -120,12 +120,17 @@ def read(path: str | os.PathLike) -> Corpus:
         dtype = np.dtype(spec["dtype"])
         if spec["offset"] + spec["length"] * dtype.itemsize > total:
             raise EncodedError(f"{path}: truncated ({name} runs past the end of the file); rerun the encode step")
-        arrays[name] = np.memmap(path, dtype=dtype, mode="r", offset=spec["offset"], shape=(spec["length"],)) if spec["length"] else np.empty(0, dtype)
+        arrays[name] = (
+            np.memmap(path, dtype=dtype, mode="r", offset=spec["offset"], shape=(spec["length"],))
+            if spec["length"]
+            else np.empty(0, dtype)
+        )
     return Corpus(path=path, header=header, **arrays)
 
 
 def from_sequences(src_seqs, tgt_seqs):
     """(tokens, offsets) per side from lists of id sequences (tests and small corpora)."""
+
     def pack(seqs):
         lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
         offsets = np.concatenate([[0], np.cumsum(lengths)])

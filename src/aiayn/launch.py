@@ -29,7 +29,9 @@ def launcher(gpus: int, nodes: int = 1, tasks: int = 1, mpi: str | None = None) 
     """Shell prefix for `<prefix> -m aiayn train ...` given the job's GPUs (total), nodes and tasks."""
     for name, value in (("gpu", gpus), ("nodes", nodes), ("tasks", tasks)):
         if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name == "gpu" else 1):
-            raise LaunchError(f"resource train:{name} must be a whole number >= {0 if name == 'gpu' else 1}, got {value!r}")
+            raise LaunchError(
+                f"resource train:{name} must be a whole number >= {0 if name == 'gpu' else 1}, got {value!r}"
+            )
     if tasks == 1:
         if nodes > 1:
             raise LaunchError(

@@ -1,19 +1,19 @@
 """Where every file of the study lives, so that rules, commands and tests agree.
 
-    results/downloads/<archive file>                 raw archives, checksum-verified
-    results/data/<dataset>/train.{src,tgt}           cleaned, aligned training text
-    results/data/<dataset>/<evalset>.{src,tgt}       dev/test text, one segment per line
-    results/data/<dataset>/spm.{src,tgt}.model       sentencepiece models (identical when shared)
-    results/data/<dataset>/<split>.bin               encoded token ids
-    results/<experiment>/experiment.json             the resolved settings of the run
-    results/<experiment>/checkpoints/                step checkpoints; last.pt once training is done
-    results/<experiment>/metrics.jsonl               progress and dev loss, JSON lines
-    results/<experiment>/figures/*.png               learning curves, learning rate, attention maps
-    results/<experiment>/average.pt                  mean of the last K checkpoints (§6.1)
-    results/<experiment>/<testset>.<lang>            translations (parses), one line per source line
-    results/<experiment>/<testset>.score.json        scores
-    results/tables/table{2,3,4}.{md,csv}             the paper's tables beside ours
-    results/logs/<rule>/<name>.log, results/benchmarks/<rule>/<name>.tsv
+results/downloads/<archive file>                 raw archives, checksum-verified
+results/data/<dataset>/train.{src,tgt}           cleaned, aligned training text
+results/data/<dataset>/<evalset>.{src,tgt}       dev/test text, one segment per line
+results/data/<dataset>/spm.{src,tgt}.model       sentencepiece models (identical when shared)
+results/data/<dataset>/<split>.bin               encoded token ids
+results/<experiment>/experiment.json             the resolved settings of the run
+results/<experiment>/checkpoints/                step checkpoints; last.pt once training is done
+results/<experiment>/metrics.jsonl               progress and dev loss, JSON lines
+results/<experiment>/figures/*.png               learning curves, learning rate, attention maps
+results/<experiment>/average.pt                  mean of the last K checkpoints (§6.1)
+results/<experiment>/<testset>.<lang>            translations (parses), one line per source line
+results/<experiment>/<testset>.score.json        scores
+results/tables/table{2,3,4}.{md,csv}             the paper's tables beside ours
+results/logs/<rule>/<name>.log, results/benchmarks/<rule>/<name>.tsv
 """
 
 from __future__ import annotations

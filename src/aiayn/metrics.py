@@ -23,7 +23,7 @@ from aiayn.io import atomic_write_text
 
 
 def kind(record: dict) -> str:
-    """"start", "progress" or "dev"."""
+    """ "start", "progress" or "dev"."""
     if record.get("event") == "start":
         return "start"
     if "loss" in record:
@@ -80,8 +80,16 @@ def read(path: str | os.PathLike) -> Records:
 def summary(path: str | os.PathLike) -> dict:
     """Training facts of a run: step reached, hours trained (summed over its jobs, idle time between
     jobs excluded), GPUs, device, precision, parameters, target tokens seen, last dev perplexity."""
-    out = {"step": 0, "hours": 0.0, "gpus": None, "device": None, "precision": None, "params": None,
-           "tgt_tokens": 0.0, "dev_ppl": None}
+    out = {
+        "step": 0,
+        "hours": 0.0,
+        "gpus": None,
+        "device": None,
+        "precision": None,
+        "params": None,
+        "tgt_tokens": 0.0,
+        "dev_ppl": None,
+    }
     path = Path(path)
     if not path.exists():
         return out
@@ -93,8 +101,12 @@ def summary(path: str | os.PathLike) -> dict:
             if start is not None:
                 out["hours"] += (last_wall - start) / 3600
             start, last_wall, prev_step = rec["wall"], rec["wall"], rec["step"]
-            out.update(gpus=rec["world_size"], device=rec["device_name"], params=rec["params"],
-                       precision=rec.get("precision", "bf16"))
+            out.update(
+                gpus=rec["world_size"],
+                device=rec["device_name"],
+                params=rec["params"],
+                precision=rec.get("precision", "bf16"),
+            )
         elif k == "progress":
             out["tgt_tokens"] += rec["tgt_tokens_per_update"] * (rec["step"] - prev_step)
             prev_step, last_wall = rec["step"], rec["wall"]

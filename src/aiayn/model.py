@@ -48,7 +48,9 @@ class ModelConfig:
         if self.positional == "sinusoidal" and self.d_model % 2:
             raise ValueError(f"sinusoidal positions need an even d_model, got {self.d_model}")
         if self.shared_vocab and self.src_vocab != self.tgt_vocab:
-            raise ValueError(f"a shared vocabulary needs src_vocab == tgt_vocab, got {self.src_vocab} and {self.tgt_vocab}")
+            raise ValueError(
+                f"a shared vocabulary needs src_vocab == tgt_vocab, got {self.src_vocab} and {self.tgt_vocab}"
+            )
 
     @classmethod
     def from_dict(cls, values: dict) -> "ModelConfig":
@@ -113,8 +115,9 @@ class MultiHeadAttention(nn.Module):
 
     d_k and d_v are set independently of d_model (Table 3 rows A and B). The projections carry
     biases, as fairseq's do; the paper does not say, and tensor2tensor's have none (with biases the
-    count gives base 63.1M, big 214.2M with a 37k vocabulary; Table 3 says 65M and 213M). Scaled dot-product attention (§3.2.1) goes through
-    `F.scaled_dot_product_attention`, so fused kernels are used where the hardware has them.
+    count gives base 63.1M, big 214.2M with a 37k vocabulary; Table 3 says 65M and 213M). Scaled
+    dot-product attention (§3.2.1) goes through `F.scaled_dot_product_attention`, so fused kernels
+    are used where the hardware has them.
     """
 
     def __init__(self, cfg: ModelConfig):

@@ -16,8 +16,10 @@ from aiayn.trees import Tree, delinearize, linearize, parse_trees, preprocess, r
 def split_trees(dataset: dict, split: str) -> list[Tree]:
     """Preprocessed gold trees (real POS tags) of `split`: "train" (+ extra corpora) or an eval set."""
     if not dataset.get("treebank"):
-        raise UserError("datasets.<parsing dataset>.treebank is not set: the parsing experiments need your licensed "
-                        "Penn Treebank 3 (LDC99T42); set it to the folder holding parsed/mrg/wsj/00..24")
+        raise UserError(
+            "datasets.<parsing dataset>.treebank is not set: the parsing experiments need your licensed "
+            "Penn Treebank 3 (LDC99T42); set it to the folder holding parsed/mrg/wsj/00..24"
+        )
     sections = dataset["train_sections"] if split == "train" else dataset["eval_sets"][split]["sections"]
     trees = [preprocess(t) for t in read_sections(dataset["treebank"], sections)]
     if split == "train":

@@ -13,7 +13,7 @@ NAMES = {dtype: name for name, dtype in DTYPES.items()}
 
 
 def resolve(setting: str, device: torch.device) -> str:
-    """"fp32", "bf16" or "fp16" for a `precision` setting ("auto" included) on `device`."""
+    """ "fp32", "bf16" or "fp16" for a `precision` setting ("auto" included) on `device`."""
     if setting == "auto":
         if device.type != "cuda":
             return "fp32"

@@ -46,9 +46,16 @@ class Progress:
         per_update = max(self.steps, 1)
         tflops = model_flops(self.t.params, self.tgt) / seconds / 1e12 if seconds > 0 else 0.0
         rec = {
-            "step": self.t.step, "loss": loss, "lr": self.t.scheduler.get_last_lr()[0],
-            "src_tokens_per_update": self.src / per_update, "tgt_tokens_per_update": self.tgt / per_update,
-            "tgt_tokens_per_s": tps, "tflops": tflops, "eta_s": eta, "wall": time.time(), **extra,
+            "step": self.t.step,
+            "loss": loss,
+            "lr": self.t.scheduler.get_last_lr()[0],
+            "src_tokens_per_update": self.src / per_update,
+            "tgt_tokens_per_update": self.tgt / per_update,
+            "tgt_tokens_per_s": tps,
+            "tflops": tflops,
+            "eta_s": eta,
+            "wall": time.time(),
+            **extra,
         }
         rec["mfu"] = rec["tflops"] * 1e12 / self.peak if self.peak else None
         self.reset()
@@ -59,9 +66,16 @@ def start_record(t) -> dict:
     """The record of a job's (re)start: where and how it trains."""
     env = t.env
     return {
-        "event": "start", "step": t.step, "world_size": env.world_size, "agents": env.agents,
-        "accumulation": t.accumulation, "budget": t.batcher.budget, "params": t.params,
-        "device_name": device_name(env.device), "precision": t.arithmetic, "wall": time.time(),
+        "event": "start",
+        "step": t.step,
+        "world_size": env.world_size,
+        "agents": env.agents,
+        "accumulation": t.accumulation,
+        "budget": t.batcher.budget,
+        "params": t.params,
+        "device_name": device_name(env.device),
+        "precision": t.arithmetic,
+        "wall": time.time(),
     }
 
 

@@ -116,12 +116,20 @@ class Study:
         out = []
         for ev in self.evaluations(table):
             exp = self.experiment(ev.experiment)
-            out.append({
-                "name": ev.experiment, "row": exp["row"], "dataset": exp["dataset"], "testset": ev.testset,
-                "model": exp["model"], "eps_ls": exp["train"]["eps_ls"], "steps": exp["train"]["steps"],
-                "average": exp["average"] if ev.model == "average" else 1, "paper": exp["paper"],
-                "scoring": self.dataset(exp["dataset"]).get("scoring", {}),
-            })
+            out.append(
+                {
+                    "name": ev.experiment,
+                    "row": exp["row"],
+                    "dataset": exp["dataset"],
+                    "testset": ev.testset,
+                    "model": exp["model"],
+                    "eps_ls": exp["train"]["eps_ls"],
+                    "steps": exp["train"]["steps"],
+                    "average": exp["average"] if ev.model == "average" else 1,
+                    "paper": exp["paper"],
+                    "scoring": self.dataset(exp["dataset"]).get("scoring", {}),
+                }
+            )
         return out
 
     def model_for(self, experiment: str, testset: str) -> str:
@@ -148,11 +156,14 @@ class Study:
         for ds in self.datasets("translation"):
             for part in ["train", *self.dataset(ds)["eval_sets"]]:
                 names += self.archives_for(ds, part)
-        names += [self.dataset(ds)["treebank_archive"] for ds in self.datasets("parsing") if self.dataset(ds).get("treebank_archive")]
+        names += [
+            self.dataset(ds)["treebank_archive"]
+            for ds in self.datasets("parsing")
+            if self.dataset(ds).get("treebank_archive")
+        ]
         return list(dict.fromkeys(names))
 
     def archive_file(self, name: str) -> str:
         """The file an archive is stored under in downloads/: its URL's last part, or <name>.tar.gz if generated."""
         archive = self.config["archives"][name]
         return f"{name}.tar.gz" if archive.get("generate") else archive_filename(archive["url"])
-

@@ -76,16 +76,27 @@ def table2(results: Path, experiments: list[dict]) -> list[dict]:
         paper = exp["paper"].get("bleu")
         flops = model_flops(m["params"], m["tgt_tokens"]) if m["params"] else None
         peak = peak_flops(m["device"], m["precision"]) if m["device"] else None  # the run's own arithmetic
-        rows.append({
-            "experiment": exp["name"], "dataset": exp["dataset"], "testset": exp["testset"], "status": _status(exp, m, bool(s)),
-            "paper_bleu": paper, "bleu": ours, "delta": ours - paper if ours is not None and paper is not None else None,
-            "sacrebleu": s["sacrebleu"]["score"] if s else None, "lines": s["lines"] if s else None,
-            "averaged": exp["average"], "gpu": m["device"], "gpus": m["gpus"], "gpu_hours": m["hours"] * (m["gpus"] or 0),
-            "cost_flops_paper_formula": paper_cost(m["hours"], m["gpus"], m["device"]) if m["gpus"] else None,
-            "model_flops": flops,
-            "mfu": flops / (m["hours"] * 3600 * m["gpus"] * peak) if flops and peak and m["hours"] else None,
-            "sacrebleu_signature": s["sacrebleu"]["signature"] if s else None,
-        })
+        rows.append(
+            {
+                "experiment": exp["name"],
+                "dataset": exp["dataset"],
+                "testset": exp["testset"],
+                "status": _status(exp, m, bool(s)),
+                "paper_bleu": paper,
+                "bleu": ours,
+                "delta": ours - paper if ours is not None and paper is not None else None,
+                "sacrebleu": s["sacrebleu"]["score"] if s else None,
+                "lines": s["lines"] if s else None,
+                "averaged": exp["average"],
+                "gpu": m["device"],
+                "gpus": m["gpus"],
+                "gpu_hours": m["hours"] * (m["gpus"] or 0),
+                "cost_flops_paper_formula": paper_cost(m["hours"], m["gpus"], m["device"]) if m["gpus"] else None,
+                "model_flops": flops,
+                "mfu": flops / (m["hours"] * 3600 * m["gpus"] * peak) if flops and peak and m["hours"] else None,
+                "sacrebleu_signature": s["sacrebleu"]["signature"] if s else None,
+            }
+        )
     return rows
 
 
@@ -96,18 +107,27 @@ def table3(results: Path, experiments: list[dict]) -> list[dict]:
         m = metrics.summary(results / exp["name"] / "metrics.jsonl")
         s = read_score(results, exp["name"], exp["testset"])
         model = exp["model"]
-        changed = {k: v for k, v in model.items() if k in BASE_MODEL and v != (base or {"model": BASE_MODEL})["model"].get(k)}
+        changed = {
+            k: v for k, v in model.items() if k in BASE_MODEL and v != (base or {"model": BASE_MODEL})["model"].get(k)
+        }
         if exp["eps_ls"] != (base or {}).get("eps_ls", 0.1):
             changed["eps_ls"] = exp["eps_ls"]
         if model.get("positional") == "learned":
             changed["positional"] = "learned"
         row = {
-            "row": exp.get("row"), "experiment": exp["name"], "status": _status(exp, m, bool(s)),
+            "row": exp.get("row"),
+            "experiment": exp["name"],
+            "status": _status(exp, m, bool(s)),
             "changes": ", ".join(f"{k}={v}" for k, v in changed.items()) if exp.get("row") != "base" else "(base)",
-            **{k: model[k] for k in ("N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop")}, "eps_ls": exp["eps_ls"],
-            "steps": exp["steps"], "dev_ppl": m["dev_ppl"], "paper_dev_ppl": exp["paper"].get("dev_ppl"),
-            "dev_bleu": s["tokenized_bleu"]["score"] if s else None, "paper_dev_bleu": exp["paper"].get("dev_bleu"),
-            "params_M": m["params"] / 1e6 if m["params"] else None, "paper_params_M": exp["paper"].get("params_m"),
+            **{k: model[k] for k in ("N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop")},
+            "eps_ls": exp["eps_ls"],
+            "steps": exp["steps"],
+            "dev_ppl": m["dev_ppl"],
+            "paper_dev_ppl": exp["paper"].get("dev_ppl"),
+            "dev_bleu": s["tokenized_bleu"]["score"] if s else None,
+            "paper_dev_bleu": exp["paper"].get("dev_bleu"),
+            "params_M": m["params"] / 1e6 if m["params"] else None,
+            "paper_params_M": exp["paper"].get("params_m"),
             "p_value_vs_base": None,
         }
         rows.append(row)
@@ -119,12 +139,18 @@ def table4(results: Path, experiments: list[dict]) -> list[dict]:
     for exp in experiments:
         m = metrics.summary(results / exp["name"] / "metrics.jsonl")
         s = read_score(results, exp["name"], exp["testset"])
-        rows.append({
-            "row": exp.get("row"), "experiment": exp["name"], "status": _status(exp, m, bool(s)),
-            "paper_f1": exp["paper"].get("f1"), "f1": s["all"]["f1"] if s else None,
-            "precision": s["all"]["precision"] if s else None, "recall": s["all"]["recall"] if s else None,
-            "error_sentences": s["all"]["error_sentences"] if s else None,
-        })
+        rows.append(
+            {
+                "row": exp.get("row"),
+                "experiment": exp["name"],
+                "status": _status(exp, m, bool(s)),
+                "paper_f1": exp["paper"].get("f1"),
+                "f1": s["all"]["f1"] if s else None,
+                "precision": s["all"]["precision"] if s else None,
+                "recall": s["all"]["recall"] if s else None,
+                "error_sentences": s["all"]["error_sentences"] if s else None,
+            }
+        )
     return rows
 
 
@@ -171,27 +197,70 @@ TITLES = {
 def markdown_document(number: int, rows: list[dict]) -> str:
     parts = [f"# {TITLES[number]}\n"]
     if number == 2:
-        cols = ["experiment", "status", "paper_bleu", "bleu", "delta", "sacrebleu", "lines", "gpu", "gpus", "gpu_hours",
-                "cost_flops_paper_formula", "model_flops", "mfu"]
+        cols = [
+            "experiment",
+            "status",
+            "paper_bleu",
+            "bleu",
+            "delta",
+            "sacrebleu",
+            "lines",
+            "gpu",
+            "gpus",
+            "gpu_hours",
+            "cost_flops_paper_formula",
+            "model_flops",
+            "mfu",
+        ]
         parts.append(to_markdown(rows, cols))
-        parts.append("\nbleu: tokenized BLEU as the paper measured it (Moses tokenizer, compound splitting for EN-DE); "
-                     "sacrebleu: detokenized sacreBLEU; delta = bleu - paper_bleu. Training cost by the paper's footnote 5 "
-                     "(hours x GPUs x the GPU's FP32 TFLOPS: " + ", ".join(f"{k} {v['fp32'] / 1e12:g}" for k, v in PEAKS.items()
-                                                                            if 'fp32' in v) + "); model_flops = 6 x parameters x target tokens.\n")
+        parts.append(
+            "\nbleu: tokenized BLEU as the paper measured it (Moses tokenizer, compound splitting for EN-DE); "
+            "sacrebleu: detokenized sacreBLEU; delta = bleu - paper_bleu. Training cost by the paper's footnote 5 "
+            "(hours x GPUs x the GPU's FP32 TFLOPS: "
+            + ", ".join(f"{k} {v['fp32'] / 1e12:g}" for k, v in PEAKS.items() if "fp32" in v)
+            + "); model_flops = 6 x parameters x target tokens.\n"
+        )
         sigs = sorted({r["sacrebleu_signature"] for r in rows if r["sacrebleu_signature"]})
         parts += [f"\nsacreBLEU signature: `{sig}`\n" for sig in sigs]
-        parts.append("\nThe paper's rows:\n\n" + to_markdown(
-            [{"model": n, "EN-DE": de, "EN-FR": fr, "cost EN-DE": cde, "cost EN-FR": cfr} for n, de, fr, cde, cfr in PAPER_TABLE2]))
+        parts.append(
+            "\nThe paper's rows:\n\n"
+            + to_markdown(
+                [
+                    {"model": n, "EN-DE": de, "EN-FR": fr, "cost EN-DE": cde, "cost EN-FR": cfr}
+                    for n, de, fr, cde, cfr in PAPER_TABLE2
+                ]
+            )
+        )
     elif number == 3:
-        cols = ["row", "experiment", "status", "changes", "steps", "dev_ppl", "paper_dev_ppl", "dev_bleu", "paper_dev_bleu",
-                "params_M", "paper_params_M", "p_value_vs_base"]
+        cols = [
+            "row",
+            "experiment",
+            "status",
+            "changes",
+            "steps",
+            "dev_ppl",
+            "paper_dev_ppl",
+            "dev_bleu",
+            "paper_dev_bleu",
+            "params_M",
+            "paper_params_M",
+            "p_value_vs_base",
+        ]
         parts.append(to_markdown(rows, cols))
-        parts.append("\ndev_ppl: per-piece perplexity on the dev set at the last checkpoint (depends on eps_ls, as the "
-                     "paper says); dev_bleu: tokenized BLEU of the last checkpoint, no averaging; p_value_vs_base: "
-                     "sacreBLEU paired bootstrap against the base row.\n")
+        parts.append(
+            "\ndev_ppl: per-piece perplexity on the dev set at the last checkpoint (depends on eps_ls, as the "
+            "paper says); dev_bleu: tokenized BLEU of the last checkpoint, no averaging; p_value_vs_base: "
+            "sacreBLEU paired bootstrap against the base row.\n"
+        )
     else:
-        parts.append(to_markdown(rows, ["row", "experiment", "status", "paper_f1", "f1", "precision", "recall", "error_sentences"]))
-        parts.append("\nThe paper's rows:\n\n" + to_markdown([{"parser": p, "training": t, "F1": f} for p, t, f in PAPER_TABLE4]))
+        parts.append(
+            to_markdown(
+                rows, ["row", "experiment", "status", "paper_f1", "f1", "precision", "recall", "error_sentences"]
+            )
+        )
+        parts.append(
+            "\nThe paper's rows:\n\n" + to_markdown([{"parser": p, "training": t, "F1": f} for p, t, f in PAPER_TABLE4])
+        )
     return "".join(parts)
 
 

@@ -65,8 +65,12 @@ class Trainer:
         meta = train.header["meta"]
         self.vocab_id = {"src": meta.get("spm_src_sha256"), "tgt": meta.get("spm_tgt_sha256")}
         self.model_cfg = ModelConfig.from_dict(
-            {**settings["model"], "src_vocab": meta["src_vocab"], "tgt_vocab": meta["tgt_vocab"],
-             "shared_vocab": settings["vocab"]["shared"]}
+            {
+                **settings["model"],
+                "src_vocab": meta["src_vocab"],
+                "tgt_vocab": meta["tgt_vocab"],
+                "shared_vocab": settings["vocab"]["shared"],
+            }
         )
         torch.manual_seed(self.tr["seed"])
         self.model = build(self.model_cfg, env.device)
@@ -76,16 +80,26 @@ class Trainer:
         if self.tr.get("compile"):  # shapes vary from batch to batch: compile for dynamic shapes once
             self.forward = torch.compile(self.forward, dynamic=True)
         self.optimizer = torch.optim.Adam(
-            self.model.parameters(), lr=1.0, betas=(self.tr["adam_beta1"], self.tr["adam_beta2"]), eps=self.tr["adam_eps"],
+            self.model.parameters(),
+            lr=1.0,
+            betas=(self.tr["adam_beta1"], self.tr["adam_beta2"]),
+            eps=self.tr["adam_eps"],
             fused=env.device.type in ("cuda", "cpu"),  # one kernel over all parameters
         )
         d_model, warmup, scale = self.model_cfg.d_model, self.tr["warmup_steps"], self.tr["lr_scale"]
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: rate(s + 1, d_model, warmup, scale))
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda s: rate(s + 1, d_model, warmup, scale)
+        )
         self.arithmetic = precision.resolve(self.tr["precision"], env.device)
         self.scaler = torch.amp.GradScaler(env.device.type, enabled=self.arithmetic == "fp16")
-        self.accumulation, budget = micro_batch_budget(self.tr["tokens_per_update"], self.tr["max_tokens"], env.world_size)
+        self.accumulation, budget = micro_batch_budget(
+            self.tr["tokens_per_update"], self.tr["max_tokens"], env.world_size
+        )
         self.batcher = Batcher(
-            train, budget=budget, seed=self.tr["seed"], per_update=self.accumulation * env.world_size,
+            train,
+            budget=budget,
+            seed=self.tr["seed"],
+            per_update=self.accumulation * env.world_size,
             max_padded=self.tr["max_tokens"],
         )
         self.prefetcher = Prefetcher(self.prepare, depth=self.tr.get("prefetch", 2))
@@ -104,9 +118,15 @@ class Trainer:
 
     def payload(self) -> dict:
         return {
-            **ckpt.model_payload(self.model), "step": self.step, "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
-            "data": self.data_plan(), "settings": self.settings, "vocab": self.vocab_id, "world_size": self.env.world_size,
+            **ckpt.model_payload(self.model),
+            "step": self.step,
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "data": self.data_plan(),
+            "settings": self.settings,
+            "vocab": self.vocab_id,
+            "world_size": self.env.world_size,
         }
 
     def resume(self) -> None:
@@ -126,8 +146,9 @@ class Trainer:
         # the data position is the step, and dropout masks follow the micro-batch (seed_dropout):
         # no random state to restore, at any GPU count, as long as the micro-batches are the same
         if state["data"] != self.data_plan():
-            self.log(f"warning: {where} ran with another batch plan (GPU count x accumulation); "
-                     "resuming, not bit-exactly")
+            self.log(
+                f"warning: {where} ran with another batch plan (GPU count x accumulation); resuming, not bit-exactly"
+            )
         self.log(f"resumed from step {self.step}")
         if self.env.main:
             metrics.truncate(self.files.metrics, self.step)
@@ -176,7 +197,9 @@ class Trainer:
             self.scaler.step(self.optimizer)
             self.scaler.update()
             if self.scaler.get_scale() < scale:
-                self.log(f"step {self.step}: fp16 overflow, update skipped (loss scale now {self.scaler.get_scale():g})")
+                self.log(
+                    f"step {self.step}: fp16 overflow, update skipped (loss scale now {self.scaler.get_scale():g})"
+                )
         else:
             self.optimizer.step()
             bad = ~torch.isfinite(total) & (self._first_bad == 0)
@@ -194,7 +217,9 @@ class Trainer:
         if self.dev_data is None:
             return {}
         self.model.eval()
-        dev = Batcher(self.dev_data, budget=self.batcher.budget, seed=0, per_update=1, max_padded=self.batcher.max_padded)
+        dev = Batcher(
+            self.dev_data, budget=self.batcher.budget, seed=0, per_update=1, max_padded=self.batcher.max_padded
+        )
         nll = smoothed = torch.zeros((), dtype=torch.float64, device=self.env.device)
         tokens = 0
         for indices in dev.epoch(0):
@@ -235,8 +260,10 @@ def _run(trainer: Trainer, stop, max_updates: int | None) -> int:
         at_log = t.step % t.tr["log_interval"] == 0 or t.step == total
         at_checkpoint = t.step % t.tr["checkpoint_interval"] == 0 or t.step == total
         if (at_log or at_checkpoint) and t.first_nonfinite() is not None:
-            t.log(f"error: the loss is not finite at step {t.first_nonfinite()}; stopping, no checkpoint written "
-                  "(lower training.lr_scale or turn on training.clip_norm)")
+            t.log(
+                f"error: the loss is not finite at step {t.first_nonfinite()}; stopping, no checkpoint written "
+                "(lower training.lr_scale or turn on training.clip_norm)"
+            )
             return EXIT_NONFINITE
         if at_log:
             rec = progress.record()

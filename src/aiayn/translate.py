@@ -37,8 +37,9 @@ def length_sorted_batches(lengths: list[int], batch_tokens: int) -> list[list[in
 
 
 @torch.no_grad()
-def search_batch(model: Transformer, src: list[list[int]], *, beam: int, alpha: float, a: float, b: int,
-                 nbest: int, device, autocast) -> list[list[Hypothesis]]:
+def search_batch(
+    model: Transformer, src: list[list[int]], *, beam: int, alpha: float, a: float, b: int, nbest: int, device, autocast
+) -> list[list[Hypothesis]]:
     """Beam search for one batch of source id sequences (without EOS)."""
     S = max(len(s) for s in src) + 1
     x = torch.full((len(src), S), PAD, dtype=torch.long)
@@ -54,15 +55,27 @@ def search_batch(model: Transformer, src: list[list[int]], *, beam: int, alpha: 
         def step(tokens: torch.Tensor) -> torch.Tensor:
             return F.log_softmax(model.decode_step(tokens, state).float(), dim=-1)  # (rows, V)
 
-        return beam_search(step, state.reorder, max_steps=limits, beam=beam, alpha=alpha, bos=BOS, eos=EOS,
-                           nbest=nbest, device=device)
+        return beam_search(
+            step, state.reorder, max_steps=limits, beam=beam, alpha=alpha, bos=BOS, eos=EOS, nbest=nbest, device=device
+        )
 
 
-def translate(model: Transformer, src: list[list[int]], *, beam: int, alpha: float, max_len_a: float, max_len_b: int,
-              batch_tokens: int = 4096, nbest: int = 1, precision: str = "fp32",
-              progress: Callable[[int, float], None] | None = None) -> list[list[Hypothesis]]:
+def translate(
+    model: Transformer,
+    src: list[list[int]],
+    *,
+    beam: int,
+    alpha: float,
+    max_len_a: float,
+    max_len_b: int,
+    batch_tokens: int = 4096,
+    nbest: int = 1,
+    precision: str = "fp32",
+    progress: Callable[[int, float], None] | None = None,
+) -> list[list[Hypothesis]]:
     """Hypotheses for every source sequence, in input order."""
     device = next(model.parameters()).device
+
     def autocast():
         return arithmetic.autocast(device, precision)
 
@@ -70,8 +83,17 @@ def translate(model: Transformer, src: list[list[int]], *, beam: int, alpha: flo
     out: list[list[Hypothesis] | None] = [None] * len(src)
     start, done = time.perf_counter(), 0
     for batch in length_sorted_batches([len(s) + 1 for s in src], batch_tokens):
-        results = search_batch(model, [src[i] for i in batch], beam=beam, alpha=alpha, a=max_len_a, b=max_len_b,
-                               nbest=nbest, device=device, autocast=autocast)
+        results = search_batch(
+            model,
+            [src[i] for i in batch],
+            beam=beam,
+            alpha=alpha,
+            a=max_len_a,
+            b=max_len_b,
+            nbest=nbest,
+            device=device,
+            autocast=autocast,
+        )
         for i, hyps in zip(batch, results):
             out[i] = hyps
         done += len(batch)

@@ -87,8 +87,10 @@ def section_files(treebank: str | Path, section: str) -> list[Path]:
     """The .mrg files of WSJ section `section` ("02"), in the LDC layout (parsed/mrg/wsj/02/) or flat."""
     root = Path(treebank)
     if not root.is_dir():
-        raise UserError(f"{root}: treebank folder not found; set datasets.<name>.treebank to your copy of the "
-                        "Penn Treebank 3 (LDC99T42), the folder holding parsed/mrg/wsj/00..24")
+        raise UserError(
+            f"{root}: treebank folder not found; set datasets.<name>.treebank to your copy of the "
+            "Penn Treebank 3 (LDC99T42), the folder holding parsed/mrg/wsj/00..24"
+        )
     return sorted(root.rglob(f"wsj_{section}[0-9][0-9].mrg"))
 
 
@@ -96,8 +98,10 @@ def read_sections(treebank: str | Path, sections: list[str]) -> Iterator[Tree]:
     for section in sections:
         files = section_files(treebank, section)
         if not files:
-            raise UserError(f"{treebank}: no wsj_{section}NN.mrg files for section {section}; is it the Penn Treebank 3 "
-                            "(LDC99T42) folder holding parsed/mrg/wsj/?")
+            raise UserError(
+                f"{treebank}: no wsj_{section}NN.mrg files for section {section}; is it the Penn Treebank 3 "
+                "(LDC99T42) folder holding parsed/mrg/wsj/?"
+            )
         for path in files:
             yield from read_mrg(path)
 

@@ -39,8 +39,16 @@ def decode(sp: spm.SentencePieceProcessor, ids: list[int]) -> str:
     return sp.Decode(ids)
 
 
-def train(inputs: list[str], out: str | os.PathLike, *, model_type: str, size: int, input_sentence_size: int,
-          threads: int = 1, seed: int = 1) -> None:
+def train(
+    inputs: list[str],
+    out: str | os.PathLike,
+    *,
+    model_type: str,
+    size: int,
+    input_sentence_size: int,
+    threads: int = 1,
+    seed: int = 1,
+) -> None:
     """Train a sentencepiece model on `inputs` (one sentence per line) and write it to `out` atomically.
 
     A shuffled sample of `input_sentence_size` sentences bounds the memory on large corpora (§5.1
@@ -50,15 +58,27 @@ def train(inputs: list[str], out: str | os.PathLike, *, model_type: str, size: i
     out = Path(out)
     spm.set_random_generator_seed(seed)
     # sentencepiece names its two files after a prefix: train in a private folder, then move them
-    with atomic_paths(out, out.with_suffix(".vocab")) as (model, pieces), \
-            tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.") as scratch:
+    with (
+        atomic_paths(out, out.with_suffix(".vocab")) as (model, pieces),
+        tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.") as scratch,
+    ):
         prefix = Path(scratch) / "spm"
         try:
             spm.SentencePieceTrainer.Train(
-                input=",".join(str(p) for p in inputs), model_prefix=str(prefix), vocab_size=size,
-                model_type=model_type, pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS, character_coverage=1.0,
-                input_sentence_size=input_sentence_size, shuffle_input_sentence=True, num_threads=threads,
-                hard_vocab_limit=False, minloglevel=1,
+                input=",".join(str(p) for p in inputs),
+                model_prefix=str(prefix),
+                vocab_size=size,
+                model_type=model_type,
+                pad_id=PAD,
+                unk_id=UNK,
+                bos_id=BOS,
+                eos_id=EOS,
+                character_coverage=1.0,
+                input_sentence_size=input_sentence_size,
+                shuffle_input_sentence=True,
+                num_threads=threads,
+                hard_vocab_limit=False,
+                minloglevel=1,
             )
         except RuntimeError as exc:
             raise UserError(f"sentencepiece could not train on {', '.join(map(str, inputs))}: {exc}") from None

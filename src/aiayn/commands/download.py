@@ -15,6 +15,13 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    download(args.url, args.out, args.sha256, retries=args.retries, wait=args.wait, timeout=args.timeout,
-             log=lambda m: print(m, flush=True))
+    download(
+        args.url,
+        args.out,
+        args.sha256,
+        retries=args.retries,
+        wait=args.wait,
+        timeout=args.timeout,
+        log=lambda m: print(m, flush=True),
+    )
     return 0

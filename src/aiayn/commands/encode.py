@@ -16,7 +16,11 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    stats = encode_corpus(args.src, args.tgt, args.spm_src, args.spm_tgt, args.out, threads=args.threads, chunk=args.chunk)
-    print(f"{args.out}: {stats['pairs']:,} pairs, {stats['src_tokens']:,} + {stats['tgt_tokens']:,} tokens, "
-          f"longest {stats['longest_src']} / {stats['longest_tgt']}")
+    stats = encode_corpus(
+        args.src, args.tgt, args.spm_src, args.spm_tgt, args.out, threads=args.threads, chunk=args.chunk
+    )
+    print(
+        f"{args.out}: {stats['pairs']:,} pairs, {stats['src_tokens']:,} + {stats['tgt_tokens']:,} tokens, "
+        f"longest {stats['longest_src']} / {stats['longest_tgt']}"
+    )
     return 0

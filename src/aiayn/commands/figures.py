@@ -44,6 +44,7 @@ def run(args) -> int:
     lines = list(read_lines(args.dev_src))
     ids = next((x for x in vocab.encode(sp, lines) if 5 <= len(x) <= 25), vocab.encode(sp, lines[:1])[0])
     pieces = [sp.IdToPiece(i) for i in ids] + ["</s>"]
-    figures.attention_maps(encoder_attention(model, ids), pieces, args.attention,
-                           f"{args.name}: encoder self-attention, last layer")
+    figures.attention_maps(
+        encoder_attention(model, ids), pieces, args.attention, f"{args.name}: encoder self-attention, last layer"
+    )
     return 0

@@ -9,7 +9,9 @@ from aiayn.commands import load_json
 
 
 def add_arguments(parser):
-    parser.add_argument("--spec", required=True, help='JSON: {"kind": "translation"|"treebank", "seed": 1, "sizes": {...}}')
+    parser.add_argument(
+        "--spec", required=True, help='JSON: {"kind": "translation"|"treebank", "seed": 1, "sizes": {...}}'
+    )
     parser.add_argument("--out", required=True)
 
 

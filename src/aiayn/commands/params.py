@@ -16,7 +16,9 @@ COLUMNS = ("experiment", "tables", "row", "N", "d_model", "d_ff", "h", "d_k", "d
 def model_config(exp: dict) -> ModelConfig:
     """The ModelConfig an experiment builds, vocabulary sizes from its dataset's vocab settings."""
     vocab = exp["vocab"]
-    return ModelConfig.from_dict({**exp["model"], "src_vocab": vocab["size"], "tgt_vocab": vocab["size"], "shared_vocab": vocab["shared"]})
+    return ModelConfig.from_dict(
+        {**exp["model"], "src_vocab": vocab["size"], "tgt_vocab": vocab["size"], "shared_vocab": vocab["shared"]}
+    )
 
 
 def parameter_rows(study: Study, names: list[str] | None = None) -> list[dict]:
@@ -25,12 +27,23 @@ def parameter_rows(study: Study, names: list[str] | None = None) -> list[dict]:
         exp = study.experiment(name)
         m = exp["model"]
         counted = count_parameters(build(model_config(exp), device="meta"))
-        rows.append({
-            "experiment": name, "tables": ",".join(map(str, exp["tables"])), "row": exp["row"] or "",
-            "N": m["N"], "d_model": m["d_model"], "d_ff": m["d_ff"], "h": m["h"], "d_k": m["d_k"], "d_v": m["d_v"],
-            "vocab": exp["vocab"]["size"], "params_M": counted / 1e6, "paper_M": exp["paper"].get("params_m"),
-            "params": counted,
-        })
+        rows.append(
+            {
+                "experiment": name,
+                "tables": ",".join(map(str, exp["tables"])),
+                "row": exp["row"] or "",
+                "N": m["N"],
+                "d_model": m["d_model"],
+                "d_ff": m["d_ff"],
+                "h": m["h"],
+                "d_k": m["d_k"],
+                "d_v": m["d_v"],
+                "vocab": exp["vocab"]["size"],
+                "params_M": counted / 1e6,
+                "paper_M": exp["paper"].get("params_m"),
+                "params": counted,
+            }
+        )
     return rows
 
 
@@ -56,6 +69,8 @@ def add_arguments(parser):
 def run(args) -> int:
     study = Study(cfg.load(args.config))
     print(format_table(parameter_rows(study, args.experiment)))
-    print("\nparams_M: parameters of the model as built (tied matrices counted once); "
-          "paper_M: Table 3 of the paper, where it gives one.")
+    print(
+        "\nparams_M: parameters of the model as built (tied matrices counted once); "
+        "paper_M: Table 3 of the paper, where it gives one."
+    )
     return 0

@@ -7,7 +7,9 @@ from aiayn.corpus import prepare_train
 
 
 def add_arguments(parser):
-    parser.add_argument("--corpora", required=True, help='JSON list: [{"archive": ..., "src": member, "tgt": member}, ...]')
+    parser.add_argument(
+        "--corpora", required=True, help='JSON list: [{"archive": ..., "src": member, "tgt": member}, ...]'
+    )
     parser.add_argument("--archives", required=True, help='JSON: {"archive name": "path of the downloaded archive"}')
     parser.add_argument("--cleaning", default='{"min_len": 1, "max_len": 250, "max_ratio": 1.5}')
     parser.add_argument("--src", required=True)
@@ -16,8 +18,16 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    report = prepare_train(load_json(args.corpora, "--corpora"), load_json(args.archives, "--archives"),
-                           load_json(args.cleaning, "--cleaning"), args.src, args.tgt, args.report)
+    report = prepare_train(
+        load_json(args.corpora, "--corpora"),
+        load_json(args.archives, "--archives"),
+        load_json(args.cleaning, "--cleaning"),
+        args.src,
+        args.tgt,
+        args.report,
+    )
     removed = ", ".join(f"{k} {v:,}" for k, v in report["removed"].items())
-    print(f"{report['kept']:,} pairs kept; removed: {removed}; line separators replaced: {report['separators_replaced']}")
+    print(
+        f"{report['kept']:,} pairs kept; removed: {removed}; line separators replaced: {report['separators_replaced']}"
+    )
     return 0

@@ -12,11 +12,19 @@ def add_arguments(parser):
     parser.add_argument("--src", required=True, help="words, one sentence per line")
     parser.add_argument("--tgt", required=True, help="linearized trees")
     parser.add_argument("--gold", required=True, help="preprocessed gold trees under TOP, for EVALB")
-    parser.add_argument("--treebank-archive", default="", help="read the treebank from this archive instead of datasets.<name>.treebank")
+    parser.add_argument(
+        "--treebank-archive", default="", help="read the treebank from this archive instead of datasets.<name>.treebank"
+    )
 
 
 def run(args) -> int:
-    n = write_split(load_json(args.dataset, "--dataset"), args.split, args.src, args.tgt, args.gold,
-                    archive=args.treebank_archive or None)
+    n = write_split(
+        load_json(args.dataset, "--dataset"),
+        args.split,
+        args.src,
+        args.tgt,
+        args.gold,
+        archive=args.treebank_archive or None,
+    )
     print(f"{args.split}: {n} trees -> {args.src}, {args.tgt}, {args.gold}")
     return 0

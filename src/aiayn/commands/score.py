@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from aiayn.commands import load_json
 from aiayn.corpus import read_lines
-from aiayn.parsing import score_parses
 from aiayn.io import write_json
+from aiayn.parsing import score_parses
 from aiayn.score import bleu_scores, check_lines
 
 
@@ -17,8 +17,14 @@ def add_arguments(parser):
     parser.add_argument("--task", choices=["translation", "parsing"], default="translation")
     parser.add_argument("--hyp", required=True, help="system output, one line per source line")
     parser.add_argument("--ref", required=True, help="reference, aligned with --hyp")
-    parser.add_argument("--scoring", default="{}", help='JSON: {"moses_lang": "de", "compound_split": true, "sacrebleu_tokenize": "13a"}')
-    parser.add_argument("--expect-lines", type=int, help="the test set's number of lines (guards against a partial set)")
+    parser.add_argument(
+        "--scoring",
+        default="{}",
+        help='JSON: {"moses_lang": "de", "compound_split": true, "sacrebleu_tokenize": "13a"}',
+    )
+    parser.add_argument(
+        "--expect-lines", type=int, help="the test set's number of lines (guards against a partial set)"
+    )
     parser.add_argument("--out", required=True, help="scores (JSON)")
 
 
@@ -31,14 +37,22 @@ def run(args) -> int:
         scores.update(hyp=args.hyp, ref=args.ref, lines=len(hyp))
         write_json(args.out, scores)
         s = scores["all"]
-        print(f"{args.hyp}: EVALB F1 {s['f1']:.2f} (P {s['precision']:.2f}, R {s['recall']:.2f}), "
-              f"{s['error_sentences']} error sentence(s)")
+        print(
+            f"{args.hyp}: EVALB F1 {s['f1']:.2f} (P {s['precision']:.2f}, R {s['recall']:.2f}), "
+            f"{s['error_sentences']} error sentence(s)"
+        )
         return 0
-    scores = bleu_scores(hyp, ref, moses_lang=scoring.get("moses_lang", "en"),
-                         compound_split=bool(scoring.get("compound_split", False)),
-                         sacrebleu_tokenize=scoring.get("sacrebleu_tokenize", "13a"))
+    scores = bleu_scores(
+        hyp,
+        ref,
+        moses_lang=scoring.get("moses_lang", "en"),
+        compound_split=bool(scoring.get("compound_split", False)),
+        sacrebleu_tokenize=scoring.get("sacrebleu_tokenize", "13a"),
+    )
     scores.update(hyp=args.hyp, ref=args.ref)
     write_json(args.out, scores)
-    print(f"{args.hyp}: tokenized BLEU {scores['tokenized_bleu']['score']:.2f}, "
-          f"sacreBLEU {scores['sacrebleu']['score']:.2f} ({scores['sacrebleu']['signature']}), {scores['lines']} lines")
+    print(
+        f"{args.hyp}: tokenized BLEU {scores['tokenized_bleu']['score']:.2f}, "
+        f"sacreBLEU {scores['sacrebleu']['score']:.2f} ({scores['sacrebleu']['signature']}), {scores['lines']} lines"
+    )
     return 0

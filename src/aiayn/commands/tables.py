@@ -24,7 +24,9 @@ def add_arguments(parser):
     parser.add_argument("--experiments", help="JSON list of the table's experiments (what the rule passes)")
     parser.add_argument("--config", help="or: the study config, to build the table from whatever has finished")
     parser.add_argument("--results", help="results folder (default: the config's `results`)")
-    parser.add_argument("--bootstrap", type=int, default=0, help="paired bootstrap samples for Table 3 p-values (0: none)")
+    parser.add_argument(
+        "--bootstrap", type=int, default=0, help="paired bootstrap samples for Table 3 p-values (0: none)"
+    )
     parser.add_argument("--baselines", action="store_true", help="add copy / word-by-word / right-branching baselines")
     parser.add_argument("--out-md")
     parser.add_argument("--out-csv")

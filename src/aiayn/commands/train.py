@@ -10,9 +10,9 @@ from pathlib import Path
 
 from aiayn import encoded
 from aiayn.commands import load_json
+from aiayn.distributed import StopFlag, setup
 from aiayn.errors import UserError
 from aiayn.io import file_sha256
-from aiayn.distributed import StopFlag, setup
 from aiayn.train import RunFiles, Trainer
 from aiayn.train import run as train_run
 
@@ -35,7 +35,9 @@ def check_vocabulary(corpus, side: str, spm_path: str | None) -> None:
         return
     want = corpus.header["meta"].get(f"spm_{side}_sha256")
     if want and file_sha256(spm_path) != want:
-        raise UserError(f"{spm_path} is not the {side} vocabulary {corpus.path} was encoded with; rerun `snakemake data`")
+        raise UserError(
+            f"{spm_path} is not the {side} vocabulary {corpus.path} was encoded with; rerun `snakemake data`"
+        )
 
 
 def run(args) -> int:
@@ -50,7 +52,9 @@ def run(args) -> int:
     check_vocabulary(train, "tgt", args.spm_tgt)
     env = setup(args.device)
     checkpoints = Path(args.checkpoints)
-    files = RunFiles(checkpoints, Path(args.out), Path(args.metrics) if args.metrics else checkpoints.parent / "metrics.jsonl")
+    files = RunFiles(
+        checkpoints, Path(args.out), Path(args.metrics) if args.metrics else checkpoints.parent / "metrics.jsonl"
+    )
 
     def log(message: str) -> None:
         if env.main:
@@ -59,4 +63,3 @@ def run(args) -> int:
     stop = StopFlag()
     stop.install()
     return train_run(Trainer(settings, train, dev, files, env, log), stop, max_updates=args.max_updates)
-

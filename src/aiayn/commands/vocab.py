@@ -12,7 +12,11 @@ from aiayn.io import atomic_copy
 
 
 def add_arguments(parser):
-    parser.add_argument("--vocab", required=True, help='JSON: {"model_type": "bpe", "size": 37000, "shared": true, "input_sentence_size": N}')
+    parser.add_argument(
+        "--vocab",
+        required=True,
+        help='JSON: {"model_type": "bpe", "size": 37000, "shared": true, "input_sentence_size": N}',
+    )
     parser.add_argument("--train-src", required=True)
     parser.add_argument("--train-tgt", required=True)
     parser.add_argument("--out-src", required=True)
@@ -21,10 +25,19 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    settings = {"model_type": "bpe", "size": 37000, "shared": True, "input_sentence_size": 10_000_000,
-                **load_json(args.vocab, "--vocab", expect=dict)}
-    common = dict(model_type=settings["model_type"], size=settings["size"],
-                  input_sentence_size=settings["input_sentence_size"], threads=args.threads)
+    settings = {
+        "model_type": "bpe",
+        "size": 37000,
+        "shared": True,
+        "input_sentence_size": 10_000_000,
+        **load_json(args.vocab, "--vocab", expect=dict),
+    }
+    common = dict(
+        model_type=settings["model_type"],
+        size=settings["size"],
+        input_sentence_size=settings["input_sentence_size"],
+        threads=args.threads,
+    )
     if settings["shared"]:
         vocab.train([args.train_src, args.train_tgt], args.out_src, **common)
         atomic_copy(args.out_src, args.out_tgt)
