@@ -46,8 +46,9 @@ TABLE = {
 
 def search(table, *, beam, alpha, limit=10, nbest=1, sentences=1):
     model = Scripted(table, sentences * beam)
-    hyps = beam_search(model.step, model.reorder, max_steps=[limit] * sentences, beam=beam, alpha=alpha,
-                       bos=BOS, eos=EOS, nbest=nbest)
+    hyps = beam_search(
+        model.step, model.reorder, max_steps=[limit] * sentences, beam=beam, alpha=alpha, bos=BOS, eos=EOS, nbest=nbest
+    )
     return hyps, model
 
 
@@ -64,7 +65,9 @@ def test_length_penalty_changes_the_winner():
     (best,), _ = search(TABLE, beam=2, alpha=2.0)
     assert best[0].tokens == [A, C]  # log .3 / lp(3) beats log .36 / lp(2)
     assert best[0].score == pytest.approx(math.log(0.3) / length_penalty(3, 2.0), abs=1e-6)
-    assert length_penalty(1, 0.6) == pytest.approx((6 / 6) ** 0.6) and length_penalty(5, 0.6) == pytest.approx((10 / 6) ** 0.6)
+    assert length_penalty(1, 0.6) == pytest.approx((6 / 6) ** 0.6) and length_penalty(5, 0.6) == pytest.approx(
+        (10 / 6) ** 0.6
+    )
 
 
 def test_maximum_length_forces_eos():
@@ -79,15 +82,22 @@ def test_early_stop_when_no_live_hypothesis_can_win():
     early = {(): {EOS: 0.6, A: 0.4}, (A,): {A: 1.0}}
     (best,), model = search(early, beam=2, alpha=0.0, limit=50)
     assert best[0].tokens == [] and model.calls == 1  # live log .4 can only fall below finished log .6: stop
-    # with a length penalty the bound is log P / lp(max length): a live hypothesis may still win
+    # with a length penalty the bound is log P / lp(max length) = log P / 3.78 (lp(50), alpha 0.6)
     (best,), model = search(early, beam=2, alpha=0.6, limit=50)
-    # k = 2 finished: EOS (log .6) and, at step 3, A A EOS (log 4.1e-10 / lp(3) = -18.2). The best live
-    # hypothesis, A A then ~1e-9 per token (log -21.6, -42.2, -63.3, -84.4 after steps 3..6), is
-    # bounded by log P / lp(50) = log P / 3.78: -16.7 after step 5 can still beat -18.2, -22.3
-    # after step 6 cannot: 6 steps
-    assert best[0].tokens == [] and model.calls == 6
+    # one output (tensor2tensor's stop_early): the best finished, EOS (log .6 = -0.51), against the
+    # best live A A (log .4 -> bound -0.24 after steps 1 and 2: it may still win), then A A + ~1e-9
+    # (log -21.6 -> bound -5.7 after step 3: it cannot): 3 steps
+    assert best[0].tokens == [] and model.calls == 3
+    # two outputs: the 2nd best finished must beat the bound. It is A A EOS from step 3 (log 4.1e-10
+    # / lp(3) = -18.2); the live A A + ~1e-9 per token (log -21.6, -42.2, -63.3, -84.4 after steps
+    # 3..6) is bounded by -16.7 after step 5, which can still beat -18.2, and -22.3 after step 6: 6 steps
+    (two,), model = search(early, beam=2, alpha=0.6, limit=50, nbest=2)
+    assert model.calls == 6 and two[0].tokens == best[0].tokens
     (best,), model = search(TABLE, beam=2, alpha=0.0, limit=50)
-    assert model.calls == 3  # after step 2, live A C (.3) can still beat finished A (.2): one more step
+    assert best[0].tokens == [B] and model.calls == 2  # after step 2 finished B (.36) beats live A C (.3)
+    (two,), model = search(TABLE, beam=2, alpha=0.0, limit=50, nbest=2)
+    assert model.calls == 3  # the 2nd best finished, A (.2), does not: one more step, for A C (.3)
+    assert [h.tokens for h in two] == [[B], [A, C]]
 
 
 def test_eos_ends_a_hypothesis():
@@ -169,8 +179,9 @@ def test_batching_restores_input_order_and_changes_nothing():
 
 def test_beam_never_scores_below_greedy_on_a_trained_model(tmp_path):
     import toy
-    from aiayn import checkpoint, encoded
     from test_train import train_in_process
+
+    from aiayn import checkpoint, encoded
 
     settings = toy.settings(steps=500, warmup_steps=100, checkpoint_interval=500, log_interval=100)
     settings["model"].update(N=2, d_model=64, d_ff=256, d_k=16, d_v=16)
@@ -203,15 +214,43 @@ def test_translate_command_writes_the_nbest_list(tmp_path):
     (tmp_path / "in.txt").write_text("ab ij\ncd kl mn\nef\n")
     out = tmp_path / "out.txt"
     spm = str(tmp_path / "spm.model")
-    assert main(["translate", "--model", str(tmp_path / "model.pt"), "--input", str(tmp_path / "in.txt"),
-                 "--spm-src", spm, "--spm-tgt", spm, "--out", str(out), "--nbest", "3", "--device", "cpu",
-                 "--decode", '{"max_len_b": 4}']) == 0
+    assert (
+        main(
+            [
+                "translate",
+                "--model",
+                str(tmp_path / "model.pt"),
+                "--input",
+                str(tmp_path / "in.txt"),
+                "--spm-src",
+                spm,
+                "--spm-tgt",
+                spm,
+                "--out",
+                str(out),
+                "--nbest",
+                "3",
+                "--device",
+                "cpu",
+                "--decode",
+                '{"max_len_b": 4}',
+            ]
+        )
+        == 0
+    )
     best = out.read_text().splitlines()
     rows = [line.split("\t") for line in (tmp_path / "out.txt.nbest").read_text().splitlines()]
     assert len(best) == 3 and [int(r[0]) for r in rows] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
     sp = vocab.load(spm)
-    hyps = translate(model.eval(), vocab.encode(sp, ["ab ij", "cd kl mn", "ef"]), beam=4, alpha=0.6, max_len_a=1.0,
-                     max_len_b=4, nbest=3)
+    hyps = translate(
+        model.eval(),
+        vocab.encode(sp, ["ab ij", "cd kl mn", "ef"]),
+        beam=4,
+        alpha=0.6,
+        max_len_a=1.0,
+        max_len_b=4,
+        nbest=3,
+    )
     for i, hs in enumerate(hyps):
         mine = rows[3 * i : 3 * i + 3]
         assert [float(r[1]) for r in mine] == pytest.approx([h.score for h in hs], abs=1e-5)

@@ -3,10 +3,13 @@
 The search follows tensor2tensor's (the paper's code): each step takes the 2k best extensions of
 the k live hypotheses of every sentence; those ending in EOS join the sentence's finished
 hypotheses with score log P(Y) / lp(Y), lp(Y) = ((5 + |Y|) / 6)^α, |Y| counting the EOS; the k
-best others stay live. A sentence is done when even the worst of its k best finished hypotheses
-scores above what its best live hypothesis could still reach (its log-probability divided by the
-length penalty at the maximum length: log-probabilities only fall), or at the maximum length,
-where EOS is forced. Finished sentences leave the batch, so the work shrinks as they end.
+best others stay live. A sentence is done when its best finished hypothesis scores above what
+its best live hypothesis could still reach (its log-probability divided by the length penalty at
+the maximum length: log-probabilities only fall), as tensor2tensor stops with `stop_early` for
+one output; or at the maximum length, where EOS is forced. Where n > 1 hypotheses are asked for
+(`nbest`), the n-th best finished one must beat that bound instead, so that none of the n best
+can still change. Finished sentences leave the batch, so the work shrinks as they end (the 1-best
+is the same as decoding the batch until every sentence is done).
 
 `step(tokens)` gives log-probabilities (rows, V) of the next token for each row's prefix;
 `reorder(rows)` makes row i of the model's state a copy of old row rows[i] (for the Transformer:
@@ -82,7 +85,7 @@ def beam_search(
         history = torch.cat([history.gather(1, alive_beam.unsqueeze(-1).expand(-1, -1, t)), alive_tok.unsqueeze(-1)], 2)
         scores, t = alive_s, t + 1
         bound = (scores[:, 0] / length_penalty(limit, alpha)).tolist()  # best any live hypothesis can reach
-        keep = [a for a in range(len(active)) if not (last[a] or _settled(finished[active[a]], k, bound[a]))]
+        keep = [a for a in range(len(active)) if not (last[a] or _settled(finished[active[a]], nbest, bound[a]))]
         rows = (torch.arange(len(active), device=device).unsqueeze(1) * k + alive_beam)[keep].view(-1)
         if keep:
             reorder(rows)
@@ -102,9 +105,11 @@ def _collect_finished(finished, active, history, top_s, top_beam, is_eos, lp) ->
         finished[active[a]].append(Hypothesis(history[a, b[a][j]].tolist(), logprob / lp, logprob))
 
 
-def _settled(done: list[Hypothesis], k: int, live_bound: float) -> bool:
-    """No live hypothesis can still enter this sentence's k best finished ones."""
-    if not done:
-        return live_bound == float("-inf")
-    best = sorted((h.score for h in done), reverse=True)[:k]
-    return best[-1] > live_bound or live_bound == float("-inf")
+def _settled(done: list[Hypothesis], n: int, live_bound: float) -> bool:
+    """No live hypothesis can still enter this sentence's n best finished ones: the n-th best
+    finished score beats what the best live one could reach (n = 1: tensor2tensor's stop_early)."""
+    if live_bound == float("-inf"):
+        return True
+    if len(done) < n:
+        return False
+    return sorted((h.score for h in done), reverse=True)[n - 1] > live_bound
