@@ -30,7 +30,7 @@ def fake_checkpoint(path, step, value, config=None, vocab="v1"):
 def test_average_of_the_last_k(tmp_path):
     for step, value in ((100, 1.0), (200, 2.0), (300, 4.0), (400, 9.0)):
         fake_checkpoint(tmp_path / f"checkpoint_{step:07d}.pt", step, value)
-    paths = last_checkpoints(tmp_path, 3)
+    paths = last_checkpoints(tmp_path, 3, 100, 400)
     assert [p.name for p in paths] == ["checkpoint_0000200.pt", "checkpoint_0000300.pt", "checkpoint_0000400.pt"]
     result = average(paths)
     assert torch.equal(result["model"]["w"], torch.full((2, 2), 5.0))  # (2 + 4 + 9) / 3
@@ -38,16 +38,31 @@ def test_average_of_the_last_k(tmp_path):
     assert result["averaged_steps"] == [200, 300, 400]
 
 
+def test_only_grid_checkpoints_are_averaged(tmp_path):
+    """A checkpoint written on a stop signal (step 250, off the grid of 100) is for resuming only: the
+    average is of evenly spaced checkpoints, plus the final step (430, not a multiple of 100)."""
+    for step in (100, 200, 250, 300, 400, 430):
+        fake_checkpoint(tmp_path / f"checkpoint_{step:07d}.pt", step, float(step))
+    paths = last_checkpoints(tmp_path, 3, 100, 430)
+    assert [p.name for p in paths] == ["checkpoint_0000300.pt", "checkpoint_0000400.pt", "checkpoint_0000430.pt"]
+    paths = last_checkpoints(tmp_path, 4, 100, 1000)  # training not done: 430 is off the grid too
+    assert [p.name for p in paths] == [f"checkpoint_{s:07d}.pt" for s in (100, 200, 300, 400)]
+    with pytest.raises(UserError, match="2 written at other steps on a stop signal are not averaged"):
+        last_checkpoints(tmp_path, 5, 100, 1000)
+    with pytest.raises(UserError, match="must be at least 1, got 0"):
+        last_checkpoints(tmp_path, 0, 100, 430)
+
+
 def test_average_refuses_mismatched_checkpoints(tmp_path):
     fake_checkpoint(tmp_path / "checkpoint_0000001.pt", 1, 1.0)
     fake_checkpoint(tmp_path / "checkpoint_0000002.pt", 2, 1.0, config={"d_model": 4})
     with pytest.raises(UserError, match="checkpoint_0000002.pt has another model"):
-        average(last_checkpoints(tmp_path, 2))
+        average(last_checkpoints(tmp_path, 2, 1, 2))
     fake_checkpoint(tmp_path / "checkpoint_0000002.pt", 2, 1.0, vocab="v2")
     with pytest.raises(UserError, match="checkpoint_0000002.pt has other vocabularies"):
-        average(last_checkpoints(tmp_path, 2))
-    with pytest.raises(UserError, match="2 step checkpoint\\(s\\), 5 are to be averaged"):
-        last_checkpoints(tmp_path, 5)
+        average(last_checkpoints(tmp_path, 2, 1, 2))
+    with pytest.raises(UserError, match="2 step checkpoint\\(s\\) every 1 updates, 5 are to be averaged"):
+        last_checkpoints(tmp_path, 5, 1, 2)
 
 
 def test_average_command_writes_a_loadable_model(tmp_path):
@@ -66,8 +81,14 @@ def test_average_command_writes_a_loadable_model(tmp_path):
             str(tmp_path / "checkpoints"),
             "--last",
             "3",
+            "--interval",
+            "2",
+            "--final-step",
+            "8",
             "--out",
             str(out),
+            "--record",
+            str(tmp_path / "average.json"),
         ],
         capture_output=True,
         text=True,
@@ -76,6 +97,7 @@ def test_average_command_writes_a_loadable_model(tmp_path):
     assert run.returncode == 0, run.stderr
     state = checkpoint.load(out)
     assert state["averaged_steps"] == [4, 6, 8]
+    assert json.loads((tmp_path / "average.json").read_text())["steps"] == [4, 6, 8]
     states = [checkpoint.load(tmp_path / f"checkpoints/checkpoint_{s:07d}.pt")["model"] for s in (4, 6, 8)]
     for key, value in state["model"].items():
         torch.testing.assert_close(value, sum(s[key] for s in states) / 3)

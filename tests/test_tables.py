@@ -1,4 +1,5 @@
-"""Tables from fabricated score and metric files: cells, deltas, pending runs, CSV = Markdown."""
+"""Tables from fabricated score and metric files: cells, deltas only for runs of the paper's setting,
+what each row ran, pending runs, CSV = Markdown."""
 
 from __future__ import annotations
 
@@ -29,9 +30,14 @@ def fabricate(
     gpus=8,
     device="NVIDIA H100 80GB HBM3",
     precision=None,
+    lines_scored=3003,
+    pairs=4_500_000,
 ):
     folder = results / name
     folder.mkdir(parents=True)
+    report = results / "data" / "wmt14-en-de" / "train.report.json"
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(json.dumps({"kept": pairs}))
     start = 1_000_000.0
     lines = [
         {"event": "start", "step": 0, "world_size": gpus, "device_name": device, "params": 1_000_000, "wall": start}
@@ -52,34 +58,59 @@ def fabricate(
     (folder / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     if bleu is not None:
         score = {
-            "lines": 3003,
+            "lines": lines_scored,
             "tokenized_bleu": {"score": bleu},
             "sacrebleu": {"score": sacre or bleu - 0.7, "signature": "nrefs:1|tok:13a"},
         }
         (folder / f"{testset}.score.json").write_text(json.dumps(score))
 
 
-def spec(name, bleu_paper, steps=100000):
+BASE = {
+    "N": 6,
+    "d_model": 512,
+    "d_ff": 2048,
+    "h": 8,
+    "d_k": 64,
+    "d_v": 64,
+    "P_drop": 0.1,
+    "positional": "sinusoidal",
+    "pre_norm": False,
+}
+BIG = {**BASE, "d_model": 1024, "d_ff": 4096, "h": 16, "P_drop": 0.3}
+
+
+def spec(name, bleu_paper, steps=100000, *, preset="base", model=None, eps_ls=0.1, tokens=25000, average=None):
+    """The table spec of an experiment (as aiayn.study.Study.table_spec writes it): the paper's setting by default."""
     return {
         "name": name,
         "row": None,
         "dataset": "wmt14-en-de",
         "testset": "newstest2014",
         "steps": steps,
-        "average": 5,
-        "model": {"N": 6, "d_model": 512, "d_ff": 2048, "h": 8, "d_k": 64, "d_v": 64, "P_drop": 0.1},
-        "eps_ls": 0.1,
+        "average": average or {"base": 5, "big": 20}[preset],
+        "model": model or {"base": BASE, "big": BIG}[preset],
+        "eps_ls": eps_ls,
         "paper": {"bleu": bleu_paper},
         "scoring": {},
+        "preset": preset,
+        "task": "translation",
+        "pair": ["en", "de"],
+        "train": {"steps": steps, "tokens_per_update": tokens, "warmup_steps": 4000, "eps_ls": eps_ls},
+        "decode": {"beam": 4, "alpha": 0.6, "max_len_a": 1.0, "max_len_b": 50},
     }
 
 
 def test_table2_cells_deltas_and_pending(tmp_path):
     fabricate(tmp_path, "base-en-de", "newstest2014", 27.9, 100000, sacre=27.1)
     fabricate(tmp_path, "big-en-de", "newstest2014", None, 120000)  # still training
-    rows = build(2, tmp_path, [spec("base-en-de", 27.3), spec("big-en-de", 28.4, 300000), spec("base-en-fr", 38.1)])
+    rows = build(
+        2, tmp_path, [spec("base-en-de", 27.3), spec("big-en-de", 28.4, 300000, preset="big"), spec("base-en-fr", 38.1)]
+    )
     base, big, fr = rows
     assert base["status"] == "done" and base["bleu"] == 27.9 and base["delta"] == pytest.approx(0.6)
+    assert base["setting"] == "the paper's" and base["updates"] == "100,000 of 100,000"
+    assert base["hardware"] == "8 x NVIDIA H100 80GB HBM3" and base["tokens_per_update"] == 25000
+    assert big["setting"] == "not comparable: 120,000 of 300,000 updates" and big["delta"] is None
     assert base["sacrebleu"] == 27.1 and base["lines"] == 3003
     assert base["gpu_hours"] == pytest.approx(16.0) and base["model_flops"] == pytest.approx(6 * 1e6 * 25000 * 100000)
     assert base["cost_flops_paper_formula"] == pytest.approx(2 * 3600 * 8 * 67e12)  # H100 FP32
@@ -89,7 +120,7 @@ def test_table2_cells_deltas_and_pending(tmp_path):
     # CSV and Markdown carry the same values
     md = markdown_document(2, rows)
     table = list(csv.DictReader(io.StringIO(to_csv(rows))))
-    assert table[0]["bleu"] == "27.9" and "| base-en-de | done | 27.30 | 27.90 | 0.60 | 27.10 |" in md
+    assert table[0]["bleu"] == "27.9" and "| base-en-de | done | 27.30 | 27.90 | 0.60 | 27.10 | the paper's |" in md
     assert "| big-en-de | pending (step 120000/300000) | 28.40 |" in md
     assert "Transformer (big)" in md  # the paper's rows for context
     assert "| Transformer (base) | 27.30 | 38.10 | 3.3e+18 | 3.3e+18 |" in md  # costs in FLOPs, not 19 digits
@@ -108,3 +139,95 @@ def test_table3_changes_against_base(tmp_path):
     rows = build(3, tmp_path, [base, h1])
     assert rows[0]["changes"] == "(base)" and rows[0]["dev_ppl"] == 4.9 and rows[0]["paper_dev_ppl"] == 4.92
     assert rows[1]["changes"] == "h=1, d_k=512, d_v=512" and rows[1]["status"] == "pending"
+
+
+def test_a_run_that_is_not_the_papers_setting_gets_no_delta_and_says_why(tmp_path):
+    """The case of the issue: a 2-layer model of width 128 trained 700 updates, scored on 300 lines,
+    once printed "27.3 | 25.47 | -1.83" as if it were the paper's base model."""
+    small = {**BASE, "N": 2, "d_model": 128}
+    fabricate(tmp_path, "base-en-de", "newstest2014", 25.47, 700, lines_scored=300, pairs=20_000, gpus=1, device="cpu")
+    (row,) = build(2, tmp_path, [spec("base-en-de", 27.3, 100000, model=small, tokens=600)])
+    assert row["bleu"] == 25.47 and row["paper_bleu"] == 27.3 and row["delta"] is None
+    assert row["setting"] == (
+        "not comparable: 700 of 100,000 updates, N 2 (paper 6), d_model 128 (paper 512), "
+        "tokens_per_update 600 (paper 25,000), 300 test lines (paper 3,003), 20,000 training pairs (paper ~4,500,000)"
+    )
+    assert row["hardware"] == "CPU"
+    md = markdown_document(2, [row])
+    assert "| base-en-de | done | 27.30 | 25.47 |  | " in md and "not comparable: 700 of 100,000 updates" in md
+
+
+def test_each_papers_setting_difference_is_named(tmp_path):
+    fabricate(tmp_path, "big-en-fr", "newstest2014", 41.0, 300000)
+    fr = {**spec("big-en-fr", 41.8, 300000, preset="big", model={**BIG, "P_drop": 0.1}), "pair": ["en", "fr"]}
+    fr["decode"] = {**fr["decode"], "beam": 5}
+    (row,) = build(2, tmp_path, [{**fr, "average": 10}])
+    # P_drop 0.1 is the paper's for big EN-FR (§6.1); beam, averaging and the EN-FR data size are not
+    assert row["setting"] == (
+        "not comparable: beam 5 (paper 4), 10 checkpoint(s) averaged (paper 20), "
+        "4,500,000 training pairs (paper ~36,000,000)"
+    )
+    de = spec("big-en-de", 28.4, 300000, preset="big", model={**BIG, "P_drop": 0.1})
+    assert "P_drop 0.1 (paper 0.3)" in build(2, tmp_path, [{**de, "name": "big-en-fr"}])[0]["setting"]
+    (other,) = build(2, tmp_path, [{**spec("big-en-fr", 41.8), "preset": "huge"}])
+    assert other["setting"] == "not comparable: preset 'huge' is not one of the paper's (base, big, parser)"
+    (unscored,) = build(2, tmp_path, [{**spec("big-en-fr", None)}])
+    assert unscored["setting"] == "no paper figure for this row" and unscored["delta"] is None
+
+
+def test_table3_rows_are_compared_with_the_papers_variation_of_their_letter(tmp_path):
+    base = {**spec("base-en-de", None, average=1), "row": "base", "testset": "newstest2013"}
+    base["paper"] = {"dev_ppl": 4.92, "dev_bleu": 25.8}
+    h4 = {**base, "name": "t3-A-h4", "row": "A", "model": {**BASE, "h": 4, "d_k": 128, "d_v": 128}}
+    h3 = {**base, "name": "t3-A-h3", "row": "A", "model": {**BASE, "h": 3, "d_k": 128, "d_v": 128}}
+    for name in ("base-en-de", "t3-A-h4", "t3-A-h3"):
+        fabricate(tmp_path, name, "newstest2013", 25.5, 100000, lines_scored=3000)
+    rows = build(3, tmp_path, [base, h4, h3])
+    assert [r["setting"] for r in rows[:2]] == ["the paper's", "the paper's"]
+    assert rows[2]["setting"] == "not comparable: h 3 (paper 4)"  # nearest of row A's variations: h 4
+    assert "| A | t3-A-h4 | done | h=4, d_k=128, d_v=128 | the paper's | 100,000 of 100,000 |" in markdown_document(
+        3, rows
+    )
+
+
+def test_table4_delta_only_for_the_papers_parser(tmp_path):
+    parser = {
+        "N": 4,
+        "d_model": 1024,
+        "d_ff": 4096,
+        "h": 16,
+        "d_k": 64,
+        "d_v": 64,
+        "P_drop": 0.3,
+        "positional": "sinusoidal",
+        "pre_norm": False,
+    }
+    exp = {
+        **spec("parse-wsj", None, 1000, model=parser, average=1),
+        "preset": "parser",
+        "task": "parsing",
+        "pair": [None, None],
+        "dataset": "wsj",
+        "testset": "wsj23",
+        "paper": {"f1": 91.3},
+        "row": "WSJ only",
+    }
+    exp["decode"] = {"beam": 21, "alpha": 0.3, "max_len_a": 1.0, "max_len_b": 300}
+    folder = tmp_path / "parse-wsj"
+    folder.mkdir()
+    (folder / "wsj23.score.json").write_text(
+        json.dumps({"all": {"f1": 90.0, "precision": 90.1, "recall": 89.9, "error_sentences": 0, "sentences": 2416}})
+    )
+    (tmp_path / "data/wsj").mkdir(parents=True)
+    (tmp_path / "data/wsj/train.src").write_text("w\n" * 39_832)
+    (folder / "metrics.jsonl").write_text(
+        json.dumps({"event": "start", "step": 0, "world_size": 1, "device_name": "cpu", "params": 1, "wall": 0.0})
+        + "\n"
+        + json.dumps({"step": 1000, "loss": 1.0, "tgt_tokens_per_update": 9, "wall": 1.0})
+        + "\n"
+    )
+    (row,) = build(4, tmp_path, [exp])
+    assert row["setting"] == "the paper's" and row["delta"] == pytest.approx(-1.3) and row["lines"] == 2416
+    (tmp_path / "data/wsj/train.src").write_text("w\n" * 300)
+    (row,) = build(4, tmp_path, [exp])
+    assert row["delta"] is None and row["setting"] == "not comparable: 300 training pairs (paper ~40,000)"

@@ -232,6 +232,33 @@ def test_stop_flag_writes_a_checkpoint_and_resumes_exactly(tmp_path):
     assert_same_weights(final_weights(tmp_path / "straight"), final_weights(tmp_path / "stopped"))
 
 
+class StopAt:
+    """A stop flag that a signal sets after update `step` (a time limit at an arbitrary moment)."""
+
+    def __init__(self, trainer, step: int):
+        self.trainer, self.step = trainer, step
+
+    def __bool__(self) -> bool:
+        return self.trainer.step == self.step
+
+
+def test_a_stop_at_an_off_grid_step_is_resumed_from_but_never_averaged(tmp_path):
+    from aiayn.average import last_checkpoints
+
+    settings = toy.settings(steps=12, checkpoint_interval=4, keep_checkpoints=3)
+    trainer = make_trainer(tmp_path, settings)
+    assert run(trainer, StopAt(trainer, 6)) == EXIT_PREEMPTED
+    folder = tmp_path / "checkpoints"
+    assert sorted(p.name for p in folder.glob("checkpoint_*.pt")) == ["checkpoint_0000004.pt", "checkpoint_0000006.pt"]
+    assert train_in_process(tmp_path, settings) == EXIT_DONE
+    assert sorted(p.name for p in folder.glob("checkpoint_*.pt")) == [
+        "checkpoint_0000004.pt",
+        "checkpoint_0000008.pt",
+        "checkpoint_0000012.pt",
+    ]  # the off-grid one went with the next regular save; pruning kept 3 grid checkpoints
+    assert [p.name for p in last_checkpoints(folder, 3, 4, 12)][0] == "checkpoint_0000004.pt"
+
+
 def test_corrupt_newest_checkpoint_falls_back(tmp_path):
     settings = toy.settings(steps=12, checkpoint_interval=4)
     assert train_in_process(tmp_path / "a", settings, max_updates=8) == EXIT_DONE

@@ -60,13 +60,14 @@ def test_which_model_decodes_which_set(plan):
     assert translate["results/t3-A-h16/newstest2013.de"].startswith("results/t3-A-h16/checkpoints/last.pt")
     assert "results/parse-wsj/wsj23.trees" in translate
     averages = {j["output"] for j in plan if j["rule"] == "average"}
-    assert averages == {f"results/{e}/average.pt" for e in ("base-en-de", "big-en-de", "base-en-fr", "big-en-fr")}
+    names = ("base-en-de", "big-en-de", "base-en-fr", "big-en-fr")
+    assert averages == {f"results/{e}/average.pt, results/{e}/average.json" for e in names}
 
 
-def test_average_takes_last_5_or_20(plan):
-    shells = {j["output"]: j["shell"] for j in plan if j["rule"] == "average"}
-    assert "--last 5 " in shells["results/base-en-de/average.pt"]
-    assert "--last 20 " in shells["results/big-en-fr/average.pt"]
+def test_average_takes_last_5_or_20_on_the_checkpoint_grid(plan):
+    shells = {j["output"].split(", ")[0]: j["shell"] for j in plan if j["rule"] == "average"}
+    assert "--last 5 --interval 1500 --final-step 100000 " in shells["results/base-en-de/average.pt"]
+    assert "--last 20 --interval 600 --final-step 300000 " in shells["results/big-en-fr/average.pt"]
 
 
 @pytest.mark.parametrize(

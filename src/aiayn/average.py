@@ -1,4 +1,10 @@
-"""Checkpoint averaging (§6.1): the element-wise mean of the last K checkpoints of a run."""
+"""Checkpoint averaging (§6.1): the element-wise mean of the last K checkpoints of a run.
+
+The paper averages the last 5 (base) / 20 (big) checkpoints "written at 10-minute intervals":
+evenly spaced. So only the checkpoints on the run's `checkpoint_interval` grid (and its final
+step) are averaged, as fairseq's update-based averaging does; one written on a stop signal at
+another step (a time limit, a preemption) is for resuming only.
+"""
 
 from __future__ import annotations
 
@@ -10,15 +16,21 @@ from aiayn import checkpoint as ckpt
 from aiayn.errors import UserError
 
 
-def last_checkpoints(folder: str | Path, k: int) -> list[Path]:
-    """The k step checkpoints of `folder` with the highest steps, oldest first."""
+def last_checkpoints(folder: str | Path, k: int, interval: int, final: int) -> list[Path]:
+    """The k newest step checkpoints of `folder` on the grid of `interval` updates and the `final`
+    step, oldest first."""
+    if k < 1:
+        raise UserError(f"the number of checkpoints to average must be at least 1, got {k}")
     found = ckpt.list_checkpoints(folder)
-    if len(found) < k:
+    grid = [path for step, path in found if ckpt.on_grid(step, interval, final)]
+    if len(grid) < k:
+        off = len(found) - len(grid)
         raise UserError(
-            f"{folder}: {len(found)} step checkpoint(s), {k} are to be averaged; "
-            "keep at least that many (training.keep_checkpoints) and rerun training"
+            f"{folder}: {len(grid)} step checkpoint(s) every {interval} updates, {k} are to be averaged"
+            + (f" ({off} written at other steps on a stop signal are not averaged)" if off else "")
+            + "; keep at least that many (training.keep_checkpoints) and rerun training"
         )
-    return [path for _, path in reversed(found[:k])]
+    return list(reversed(grid[:k]))
 
 
 def average(paths: list[Path]) -> dict:

@@ -83,7 +83,18 @@ def newest_readable(folder: str | os.PathLike, log: Callable[[str], None]) -> di
     return None
 
 
-def prune(folder: str | os.PathLike, keep: int) -> None:
-    """Remove all but the `keep` newest step checkpoints of `folder`."""
-    for _, old in list_checkpoints(folder)[keep:]:
-        old.unlink(missing_ok=True)
+def on_grid(step: int, interval: int, final: int) -> bool:
+    """Whether `step` is one of the run's regular checkpoints: every `interval` updates, and the
+    final one. A checkpoint written on a stop signal at another step is for resuming only."""
+    return step % interval == 0 or step == final
+
+
+def prune(folder: str | os.PathLike, keep: int, interval: int, final: int) -> None:
+    """Keep the `keep` newest checkpoints on the grid (what averaging reads) and the newest of all
+    (what a resume reads); remove the rest."""
+    found = list_checkpoints(folder)
+    grid = [path for step, path in found if on_grid(step, interval, final)][:keep]
+    kept = set(grid) | {found[0][1]} if found else set()
+    for _, path in found:
+        if path not in kept:
+            path.unlink(missing_ok=True)

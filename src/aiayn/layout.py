@@ -10,6 +10,7 @@ results/<experiment>/checkpoints/                step checkpoints; last.pt once 
 results/<experiment>/metrics.jsonl               progress and dev loss, JSON lines
 results/<experiment>/figures/*.png               learning curves, learning rate, attention maps
 results/<experiment>/average.pt                  mean of the last K checkpoints (§6.1)
+results/<experiment>/average.json                the steps averaged
 results/<experiment>/<testset>.<lang>            translations (parses), one line per source line
 results/<experiment>/<testset>.score.json        scores
 results/tables/table{2,3,4}.{md,csv}             the paper's tables beside ours
@@ -62,6 +63,10 @@ class Layout:
 
     def average(self, experiment: str) -> str:
         return self._p(experiment, "average.pt")
+
+    def average_record(self, experiment: str) -> str:
+        """Which steps average.pt averaged (JSON; the tables read it without torch)."""
+        return self._p(experiment, "average.json")
 
     def model(self, experiment: str, which: str) -> str:
         """The model file decoded: which = "average" or "last"."""

@@ -128,6 +128,12 @@ class Study:
                     "average": exp["average"] if ev.model == "average" else 1,
                     "paper": exp["paper"],
                     "scoring": self.dataset(exp["dataset"]).get("scoring", {}),
+                    # what the tables compare with the paper's setting of the row (aiayn.paper)
+                    "preset": exp["preset"],
+                    "task": exp["task"],
+                    "pair": [self.dataset(exp["dataset"]).get(s) for s in ("src", "tgt")],
+                    "train": {k: exp["train"][k] for k in ("steps", "tokens_per_update", "warmup_steps", "eps_ls")},
+                    "decode": exp["decode"],
                 }
             )
         return out

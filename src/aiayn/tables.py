@@ -13,7 +13,7 @@ import io
 import json
 from pathlib import Path
 
-from aiayn import metrics
+from aiayn import metrics, paper
 from aiayn.hardware import PEAKS, model_flops, peak_flops
 
 # Table 2 of the paper: the other systems, kept for context (BLEU EN-DE, EN-FR; cost EN-DE, EN-FR).
@@ -53,6 +53,49 @@ def paper_cost(hours: float, gpus: int, gpu: str) -> float | None:
     return hours * 3600 * gpus * capacity if capacity else None
 
 
+def averaged_steps(results: Path, experiment: str) -> str | None:
+    """The steps average.pt averaged (from average.json), e.g. "5: 96000..100000 every 1000"."""
+    path = results / experiment / "average.json"
+    if not path.exists():
+        return None
+    steps = json.loads(path.read_text())["steps"]
+    gaps = {b - a for a, b in zip(steps, steps[1:])}
+    if len(steps) > 2 and len(gaps) == 1:
+        return f"{len(steps)}: {steps[0]}..{steps[-1]} every {gaps.pop()}"
+    return f"{len(steps)}: " + ", ".join(map(str, steps))
+
+
+def train_pairs(results: Path, exp: dict) -> int | None:
+    """Training pairs (sentences for parsing) the run's dataset kept, or None before it is prepared."""
+    data = results / "data" / exp["dataset"]
+    report = data / "train.report.json"
+    if report.exists():
+        return int(json.loads(report.read_text())["kept"])
+    if exp.get("task") == "parsing" and (data / "train.src").exists():
+        with open(data / "train.src", "rb") as f:
+            return sum(1 for _ in f)
+    return None
+
+
+def what_was_run(table: int, exp: dict, m: dict, score: dict | None, results: Path, figure: str) -> dict:
+    """The cells that say what a row's run was, and whether it is the paper's setting (`comparable`)."""
+    lines = score.get("lines", score.get("all", {}).get("sentences")) if score else None
+    comparable, text = paper.setting(
+        table, exp, figure, updates=m["step"], lines=lines, train_pairs=train_pairs(results, exp)
+    )
+    hardware = None
+    if m["device"]:
+        hardware = "CPU" if m["device"] == "cpu" else f"{m['gpus']} x {m['device']}"
+    return {
+        "setting": text,
+        "comparable": comparable,
+        "preset": exp["preset"],
+        "updates": f"{m['step']:,} of {exp['train']['steps']:,}",
+        "tokens_per_update": m["tgt_tokens"] / m["step"] if m["step"] else None,
+        "hardware": hardware,
+    }
+
+
 def read_score(results: Path, experiment: str, testset: str) -> dict | None:
     """The score file of `experiment` on `testset`, or None before it exists."""
     path = results / experiment / f"{testset}.score.json"
@@ -73,21 +116,24 @@ def table2(results: Path, experiments: list[dict]) -> list[dict]:
         m = metrics.summary(results / exp["name"] / "metrics.jsonl")
         s = read_score(results, exp["name"], exp["testset"])
         ours = s["tokenized_bleu"]["score"] if s else None
-        paper = exp["paper"].get("bleu")
+        theirs = exp["paper"].get("bleu")
         flops = model_flops(m["params"], m["tgt_tokens"]) if m["params"] else None
         peak = peak_flops(m["device"], m["precision"]) if m["device"] else None  # the run's own arithmetic
+        run = what_was_run(2, exp, m, s, results, "bleu")
         rows.append(
             {
                 "experiment": exp["name"],
                 "dataset": exp["dataset"],
                 "testset": exp["testset"],
                 "status": _status(exp, m, bool(s)),
-                "paper_bleu": paper,
+                "paper_bleu": theirs,
                 "bleu": ours,
-                "delta": ours - paper if ours is not None and paper is not None else None,
+                "delta": ours - theirs if ours is not None and run["comparable"] else None,
+                **run,
                 "sacrebleu": s["sacrebleu"]["score"] if s else None,
                 "lines": s["lines"] if s else None,
                 "averaged": exp["average"],
+                "averaged_steps": averaged_steps(results, exp["name"]) if exp["average"] > 1 else None,
                 "gpu": m["device"],
                 "gpus": m["gpus"],
                 "gpu_hours": m["hours"] * (m["gpus"] or 0),
@@ -118,6 +164,7 @@ def table3(results: Path, experiments: list[dict]) -> list[dict]:
             "row": exp.get("row"),
             "experiment": exp["name"],
             "status": _status(exp, m, bool(s)),
+            **what_was_run(3, exp, m, s, results, "dev_bleu"),
             "changes": ", ".join(f"{k}={v}" for k, v in changed.items()) if exp.get("row") != "base" else "(base)",
             **{k: model[k] for k in ("N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop")},
             "eps_ls": exp["eps_ls"],
@@ -139,13 +186,19 @@ def table4(results: Path, experiments: list[dict]) -> list[dict]:
     for exp in experiments:
         m = metrics.summary(results / exp["name"] / "metrics.jsonl")
         s = read_score(results, exp["name"], exp["testset"])
+        run = what_was_run(4, exp, m, s, results, "f1")
+        f1 = s["all"]["f1"] if s else None
         rows.append(
             {
                 "row": exp.get("row"),
                 "experiment": exp["name"],
                 "status": _status(exp, m, bool(s)),
                 "paper_f1": exp["paper"].get("f1"),
-                "f1": s["all"]["f1"] if s else None,
+                "f1": f1,
+                "delta": f1 - exp["paper"]["f1"] if f1 is not None and run["comparable"] else None,
+                "testset": exp["testset"],
+                "lines": s["all"]["sentences"] if s else None,
+                **run,
                 "precision": s["all"]["precision"] if s else None,
                 "recall": s["all"]["recall"] if s else None,
                 "error_sentences": s["all"]["error_sentences"] if s else None,
@@ -163,6 +216,8 @@ def _fmt(value, key: str = "") -> str:
             return f"{value:.1e}"
         if key in ("mfu",):
             return f"{value:.1%}"
+        if key == "tokens_per_update":
+            return f"{value:,.0f}"
         if key.startswith("p_value"):
             return f"{value:.4f}"
         return f"{value:.2f}"
@@ -194,6 +249,13 @@ TITLES = {
 }
 
 
+SETTING_NOTE = (
+    "\nsetting: \"the paper's\" when the run is the paper's setting of its row (model, updates and tokens per "
+    "update, decoding, checkpoint averaging, test set and its size, training data size, aiayn.paper); otherwise "
+    "what differs, and no delta against the paper is printed.\n"
+)
+
+
 def markdown_document(number: int, rows: list[dict]) -> str:
     parts = [f"# {TITLES[number]}\n"]
     if number == 2:
@@ -204,9 +266,15 @@ def markdown_document(number: int, rows: list[dict]) -> str:
             "bleu",
             "delta",
             "sacrebleu",
+            "setting",
+            "dataset",
+            "testset",
             "lines",
-            "gpu",
-            "gpus",
+            "preset",
+            "updates",
+            "tokens_per_update",
+            "hardware",
+            "averaged_steps",
             "gpu_hours",
             "cost_flops_paper_formula",
             "model_flops",
@@ -218,7 +286,8 @@ def markdown_document(number: int, rows: list[dict]) -> str:
             "sacrebleu: detokenized sacreBLEU; delta = bleu - paper_bleu. Training cost by the paper's footnote 5 "
             "(hours x GPUs x the GPU's FP32 TFLOPS: "
             + ", ".join(f"{k} {v['fp32'] / 1e12:g}" for k, v in PEAKS.items() if "fp32" in v)
-            + "); model_flops = 6 x parameters x target tokens.\n"
+            + "); model_flops = 6 x parameters x target tokens. The paper's Table 2 gives 41.8 for big EN-FR; "
+            "its §6.1 text and abstract say 41.0.\n"
         )
         sigs = sorted({r["sacrebleu_signature"] for r in rows if r["sacrebleu_signature"]})
         parts += [f"\nsacreBLEU signature: `{sig}`\n" for sig in sigs]
@@ -237,7 +306,8 @@ def markdown_document(number: int, rows: list[dict]) -> str:
             "experiment",
             "status",
             "changes",
-            "steps",
+            "setting",
+            "updates",
             "dev_ppl",
             "paper_dev_ppl",
             "dev_bleu",
@@ -255,12 +325,29 @@ def markdown_document(number: int, rows: list[dict]) -> str:
     else:
         parts.append(
             to_markdown(
-                rows, ["row", "experiment", "status", "paper_f1", "f1", "precision", "recall", "error_sentences"]
+                rows,
+                [
+                    "row",
+                    "experiment",
+                    "status",
+                    "paper_f1",
+                    "f1",
+                    "delta",
+                    "setting",
+                    "testset",
+                    "lines",
+                    "updates",
+                    "hardware",
+                    "precision",
+                    "recall",
+                    "error_sentences",
+                ],
             )
         )
         parts.append(
             "\nThe paper's rows:\n\n" + to_markdown([{"parser": p, "training": t, "F1": f} for p, t, f in PAPER_TABLE4])
         )
+    parts.append(SETTING_NOTE)
     return "".join(parts)
 
 

@@ -157,7 +157,8 @@ class Trainer:
         path = ckpt.step_path(self.files.checkpoints, self.step)
         if self.env.main:
             ckpt.save(self.payload(), path)
-            ckpt.prune(self.files.checkpoints, self.tr["keep_checkpoints"])
+            tr = self.tr
+            ckpt.prune(self.files.checkpoints, tr["keep_checkpoints"], tr["checkpoint_interval"], tr["steps"])
         return path
 
     # -- one update --------------------------------------------------------------------------------

@@ -63,7 +63,8 @@ rule average:
     input:
         LAYOUT.last_checkpoint("{experiment}"),
     output:
-        LAYOUT.average("{experiment}"),
+        model=LAYOUT.average("{experiment}"),
+        record=LAYOUT.average_record("{experiment}"),
     log:
         LAYOUT.log("average", "{experiment}"),
     conda:
@@ -73,6 +74,12 @@ rule average:
         runtime=60,
     params:
         last=lambda w: STUDY.experiment(w.experiment)["average"],
+        interval=lambda w: STUDY.experiment(w.experiment)["train"][
+            "checkpoint_interval"
+        ],
+        final=lambda w: STUDY.experiment(w.experiment)["train"]["steps"],
         checkpoints=lambda w: LAYOUT.checkpoints(w.experiment),
     shell:
-        "python -m aiayn average --checkpoints {params.checkpoints} --last {params.last} --out {output} >> {log} 2>&1"
+        "python -m aiayn average --checkpoints {params.checkpoints} --last {params.last}"
+        " --interval {params.interval} --final-step {params.final}"
+        " --out {output.model} --record {output.record} >> {log} 2>&1"

@@ -1,0 +1,140 @@
+"""The paper's own setting behind each of its rows, to tell a run that reproduces a row from one
+that only resembles it. The numbers are the paper's (../shared/reference/paper.md), kept here and
+not read from config.yaml: a config's presets may be anything (the demo's are 2-layer models).
+
+`differences()` lists, for one experiment of Table 2, 3 or 4, everything that is not the paper's
+setting: the tables print a delta against the paper only when the list is empty.
+"""
+
+from __future__ import annotations
+
+# §3, §5.4, Table 3 (base and big rows); §6.3 (parser: "4 layers, d_model = 1024", the rest tuned on
+# WSJ 22 or "as EN-DE base": only what the paper states is compared)
+MODEL = {
+    "base": {
+        "N": 6,
+        "d_model": 512,
+        "d_ff": 2048,
+        "h": 8,
+        "d_k": 64,
+        "d_v": 64,
+        "P_drop": 0.1,
+        "eps_ls": 0.1,
+        "positional": "sinusoidal",
+        "pre_norm": False,
+    },
+    "big": {
+        "N": 6,
+        "d_model": 1024,
+        "d_ff": 4096,
+        "h": 16,
+        "d_k": 64,
+        "d_v": 64,
+        "P_drop": 0.3,
+        "eps_ls": 0.1,
+        "positional": "sinusoidal",
+        "pre_norm": False,
+    },
+    "parser": {"N": 4, "d_model": 1024, "positional": "sinusoidal", "pre_norm": False},
+}
+# Table 3: each row letter's variations of base ("blank = as base"); Table 2: big EN-FR drops out 0.1 (§6.1)
+VARIATIONS = {
+    "A": [
+        {"h": 1, "d_k": 512, "d_v": 512},
+        {"h": 4, "d_k": 128, "d_v": 128},
+        {"h": 16, "d_k": 32, "d_v": 32},
+        {"h": 32, "d_k": 16, "d_v": 16},
+    ],
+    "B": [{"d_k": 16}, {"d_k": 32}],
+    "C": [
+        {"N": 2},
+        {"N": 4},
+        {"N": 8},
+        {"d_model": 256, "d_k": 32, "d_v": 32},
+        {"d_model": 1024, "d_k": 128, "d_v": 128},
+        {"d_ff": 1024},
+        {"d_ff": 4096},
+    ],
+    "D": [{"P_drop": 0.0}, {"P_drop": 0.2}, {"eps_ls": 0.0}, {"eps_ls": 0.2}],
+    "E": [{"positional": "learned"}],
+}
+BIG_EN_FR = {"P_drop": 0.1}
+# §5.1 (~25,000 target tokens per update), §5.2 (steps), §5.3 (warmup)
+TRAIN = {
+    "base": {"steps": 100_000, "tokens_per_update": 25_000, "warmup_steps": 4000},
+    "big": {"steps": 300_000, "tokens_per_update": 25_000, "warmup_steps": 4000},
+    "parser": {},
+}
+# §6.1 (translation), §6.3 (parsing)
+DECODE = {
+    "translation": {"beam": 4, "alpha": 0.6, "max_len_a": 1.0, "max_len_b": 50},
+    "parsing": {"beam": 21, "alpha": 0.3, "max_len_a": 1.0, "max_len_b": 300},
+}
+AVERAGE = {"base": 5, "big": 20}  # §6.1, Table 2; Table 3 rows are not averaged
+TEST_SETS = {2: ("newstest2014", 3003), 3: ("newstest2013", 3000), 4: ("wsj23", 2416)}  # §5.1, §6.3
+# training pairs after cleaning (§5.1: ~4.5M EN-DE, ~36M EN-FR; §6.3: WSJ 02-21, ~40K sentences)
+TRAIN_PAIRS = {("en", "de"): 4.5e6, ("en", "fr"): 36e6, "parsing": 40e3}
+PAIRS_TOLERANCE = 0.1
+
+
+def _value(v) -> str:
+    return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
+
+
+def _mismatches(have: dict, want: dict) -> list[str]:
+    return [f"{k} {_value(have.get(k))} (paper {_value(v)})" for k, v in want.items() if have.get(k) != v]
+
+
+def paper_models(table: int, exp: dict) -> list[dict]:
+    """The model settings (with eps_ls) the paper gives the experiment's row: one, or for a Table 3
+    row letter each of its variations."""
+    preset = exp["preset"]
+    variations = [{}]
+    if table == 3 and exp.get("row") in VARIATIONS:
+        variations = VARIATIONS[exp["row"]]
+    elif table == 2 and preset == "big" and tuple(exp.get("pair") or ()) == ("en", "fr"):
+        variations = [BIG_EN_FR]
+    return [{**MODEL[preset], **v} for v in variations]
+
+
+def differences(table: int, exp: dict, *, updates: int, lines: int | None, train_pairs: int | None) -> list[str]:
+    """What in this run is not the paper's setting of its row, each as a short phrase; [] if none.
+
+    `exp` is the table spec of the experiment (aiayn.study.Study.table_spec); `updates` the
+    updates trained, `lines` the scored test set's lines, `train_pairs` the training pairs kept.
+    """
+    preset = exp["preset"]
+    if preset not in MODEL:
+        return [f"preset {preset!r} is not one of the paper's ({', '.join(MODEL)})"]
+    have = {**exp["model"], "eps_ls": exp["train"]["eps_ls"]}
+    out = min((_mismatches(have, want) for want in paper_models(table, exp)), key=len)
+    steps = exp["train"]["steps"]
+    if updates < steps:
+        out.insert(0, f"{updates:,} of {steps:,} updates")
+    out += _mismatches(exp["train"], TRAIN[preset])
+    out += _mismatches(exp["decode"], DECODE[exp["task"]])
+    averaged = AVERAGE.get(preset, 1) if table == 2 else 1
+    if table in (2, 3) and exp["average"] != averaged:
+        out.append(f"{exp['average']} checkpoint(s) averaged (paper {averaged})")
+    testset, paper_lines = TEST_SETS[table]
+    if exp["testset"] != testset:
+        out.append(f"test set {exp['testset']} (paper {testset})")
+    elif lines is not None and lines != paper_lines:
+        out.append(f"{lines:,} test lines (paper {paper_lines:,})")
+    key = "parsing" if exp["task"] == "parsing" else tuple(exp.get("pair") or ())
+    paper_pairs = TRAIN_PAIRS.get(key)
+    if paper_pairs is None:
+        out.append(f"language pair {'-'.join(map(str, key)) or '?'} is not one of the paper's")
+    elif train_pairs is None:
+        out.append("training data not found")
+    elif abs(train_pairs - paper_pairs) > PAIRS_TOLERANCE * paper_pairs:
+        out.append(f"{train_pairs:,} training pairs (paper ~{paper_pairs:,.0f})")
+    return out
+
+
+def setting(table: int, exp: dict, figure: str, **facts) -> tuple[bool, str]:
+    """(comparable, the text of the row's `setting` cell): "the paper's", or why not."""
+    if exp["paper"].get(figure) is None:
+        return False, "no paper figure for this row"
+    found = differences(table, exp, **facts)
+    return (not found), ("the paper's" if not found else "not comparable: " + ", ".join(found))
