@@ -20,7 +20,7 @@ def study(paper_config):
 def test_table_membership(study):
     assert study.in_table(2) == ["base-en-de", "big-en-de", "base-en-fr", "big-en-fr"]
     assert len(study.in_table(3)) == 20  # base, A x4, B x2, C x7, D x4, E, big
-    assert study.in_table(4) == ["parse-wsj", "parse-semi"]
+    assert study.in_table(4) == ["parse-wsj"]  # parse-semi: left out until extra corpora are configured
     # Table 3's base and big rows are Table 2's EN-DE trainings, not new ones
     assert set(study.in_table(2)) & set(study.in_table(3)) == {"base-en-de", "big-en-de"}
 
@@ -53,8 +53,8 @@ def test_evaluation_plan(study):
     assert plan[("base-en-de", "newstest2013")] == "last"  # Table 3: last checkpoint, dev
     assert plan[("t3-C-N8", "newstest2013")] == "last"
     assert ("t3-C-N8", "newstest2014") not in plan
-    assert plan[("parse-semi", "wsj23")] == "last"
-    assert len(plan) == 4 + 20 + 2
+    assert plan[("parse-wsj", "wsj23")] == "last"
+    assert len(plan) == 4 + 20 + 1
     assert study.averaged() == ["base-en-de", "base-en-fr", "big-en-de", "big-en-fr"]
 
 
@@ -94,3 +94,15 @@ def test_launcher():
         launcher(12, nodes=2, tasks=3, mpi="srun")
     with pytest.raises(LaunchError, match="train:gpu must be a whole number"):
         launcher("8")
+
+
+def test_semi_supervised_parser_without_extra_corpora_is_left_out(paper_config):
+    study = Study(cfg.validate(paper_config))
+    assert "parse-semi" not in study.experiments
+    assert "datasets.wsj-semi is semi-supervised (§6.3) but its extra_corpora is empty" in study.skipped["parse-semi"]
+    with pytest.raises(ConfigError, match="experiments.parse-semi is left out: datasets.wsj-semi"):
+        study.experiment("parse-semi")
+    config = copy.deepcopy(paper_config)
+    config["datasets"]["wsj-semi"]["extra_corpora"] = ["/data/berkeley-parsed.mrg"]
+    study = Study(cfg.validate(config))
+    assert study.in_table(4) == ["parse-wsj", "parse-semi"] and study.skipped == {}

@@ -120,6 +120,8 @@ def _check_dataset(name: str, ds: dict, archives: dict) -> None:
     for key in ("dev", "test"):
         if ds[key] not in ds["eval_sets"]:
             raise ConfigError(f"{where}.{key}: {ds[key]!r} is not one of its eval_sets")
+    if ds.get("semi_supervised") and ds["task"] != "parsing":
+        raise ConfigError(f"{where}.semi_supervised: only a parsing dataset can be semi-supervised")
     if ds["task"] == "translation":
         if not ds["train"]:
             raise ConfigError(f"{where}.train: a translation dataset needs at least one training corpus")

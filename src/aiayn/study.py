@@ -38,7 +38,22 @@ class Study:
 
     def __init__(self, config: dict):
         self.config = config
-        self.experiments: dict[str, dict] = {name: self._resolve(name) for name in config["experiments"]}
+        # experiments that cannot run as configured, with the reason; left out of every target
+        self.skipped: dict[str, str] = {n: r for n in config["experiments"] if (r := self._cannot_run(n))}
+        self.experiments: dict[str, dict] = {
+            name: self._resolve(name) for name in config["experiments"] if name not in self.skipped
+        }
+
+    def _cannot_run(self, name: str) -> str | None:
+        ds_name = self.config["experiments"][name]["dataset"]
+        ds = self.config["datasets"][ds_name]
+        if ds.get("semi_supervised") and not ds.get("extra_corpora"):
+            return (
+                f"experiments.{name} is left out: datasets.{ds_name} is semi-supervised (§6.3) but its "
+                "extra_corpora is empty; list your extra parsed corpora there (one bracketed tree per line) "
+                "to train it (it would otherwise train on WSJ alone)"
+            )
+        return None
 
     # -- experiments -------------------------------------------------------------------------
     def _resolve(self, name: str) -> dict:
@@ -73,6 +88,8 @@ class Study:
         }
 
     def experiment(self, name: str) -> dict:
+        if name in self.skipped:
+            raise ConfigError(self.skipped[name])
         try:
             return self.experiments[name]
         except KeyError:

@@ -15,6 +15,7 @@ shell.prefix(
 )
 
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 
 from aiayn.config import ConfigError, validate
 from aiayn.launch import LaunchError, launcher
@@ -26,6 +27,9 @@ try:
     STUDY = Study(config)
 except ConfigError as exc:
     raise WorkflowError(f"config: {exc}") from None
+
+for _reason in STUDY.skipped.values():
+    logger.warning(f"config: {_reason}")
 
 LAYOUT = Layout(config["results"])
 TABLES = sorted({t for e in STUDY.experiments.values() for t in e["tables"]})
