@@ -46,8 +46,8 @@ def test_label_smoothed_loss_by_hand():
     target = torch.tensor([[2, 0]])  # second position is padding (id 0): excluded
     eps, V = 0.1, 4
     logp = torch.log_softmax(logits[0, 0], -1)
-    # torch's smoothing: (1 - eps) on the target plus eps spread uniformly over all V classes
-    want = -((1 - eps) * logp[2] + eps / V * logp.sum())
+    # the paper's code (tensor2tensor): 1 - eps on the target, eps spread over the V - 1 other classes
+    want = -((1 - eps) * logp[2] + eps / (V - 1) * (logp.sum() - logp[2]))
     assert label_smoothed_loss(logits, target, eps).item() == pytest.approx(want.item(), rel=1e-6)
     assert label_smoothed_loss(logits, target, 0.0).item() == pytest.approx(-logp[2].item(), rel=1e-6)
 

@@ -43,9 +43,18 @@ def rate(step: int, d_model: int, warmup_steps: int, scale: float = 1.0) -> floa
 
 
 def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, eps_ls: float) -> torch.Tensor:
-    """Summed label-smoothed cross-entropy over non-pad targets (§5.4), torch's built-in smoothing."""
+    """Summed label-smoothed cross-entropy over non-pad targets (§5.4), in the paper's code's form.
+
+    tensor2tensor puts 1 - eps_ls on the target and spreads eps_ls over the V - 1 other classes.
+    torch's `label_smoothing=e` puts e/V on every class, the target included: with e = eps_ls·V/(V-1)
+    that is exactly the paper's distribution (target 1 - eps_ls, others eps_ls/(V-1)), at torch's
+    speed. (t2t also subtracts the distribution's entropy, a constant: its reported loss is lower
+    by that much, its gradients are the same.)
+    """
+    V = logits.size(-1)
+    smoothing = eps_ls * V / (V - 1) if V > 1 else 0.0
     return F.cross_entropy(
-        logits.float().flatten(0, 1), target.flatten(), ignore_index=PAD, label_smoothing=eps_ls, reduction="sum"
+        logits.float().flatten(0, 1), target.flatten(), ignore_index=PAD, label_smoothing=smoothing, reduction="sum"
     )
 
 
