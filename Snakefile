@@ -27,7 +27,7 @@ rule all:
     default_target: True
     input:
         [LAYOUT.table(n, ext) for n in TABLES for ext in ("md", "csv")],
-        [LAYOUT.figure(e, "learning_curves.png") for e in STUDY.experiments],
+        [LAYOUT.figure(e, "learning_curves.png") for e in STUDY.reported],
 
 
 rule data:

@@ -95,6 +95,18 @@ def test_averaged_models_and_translations(run_dag):
     assert len(list(read_lines(run_dag / "parse/wsj23.trees"))) == 30
 
 
+def test_the_parser_was_selected_on_the_dev_set(run_dag):
+    """§6.3 at the demo's scale: 4 candidates scored on section 22, the best one's model decoded on 23."""
+    record = json.loads((run_dag / "parse/selected.json").read_text())
+    assert len(record["candidates"]) == 4 and record["metric"] == "f1"
+    best = max(record["candidates"], key=lambda c: c["value"])["name"]
+    assert record["selected"] == best
+    assert (run_dag / "parse/checkpoints/last.pt").read_bytes() == (run_dag / best / "checkpoints/last.pt").read_bytes()
+    assert all((run_dag / c["name"] / "wsj22.score.json").exists() for c in record["candidates"])
+    table4 = list(csv.DictReader((run_dag / "tables/table4.csv").open()))
+    assert table4[0]["selected_on_dev"].endswith("best of 4)")
+
+
 def test_demo_generator_is_deterministic_and_splits_are_disjoint(tmp_path):
     a, b = tmp_path / "a.tar.gz", tmp_path / "b.tar.gz"
     demo.write_translation_archive(a, 7, {"train": 300, "dev": 30, "test": 30})

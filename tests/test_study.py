@@ -54,7 +54,7 @@ def test_evaluation_plan(study):
     assert plan[("t3-C-N8", "newstest2013")] == "last"
     assert ("t3-C-N8", "newstest2014") not in plan
     assert plan[("parse-wsj", "wsj23")] == "last"
-    assert len(plan) == 4 + 20 + 1
+    assert len(plan) == 4 + 20 + 1 + 6  # + the 6 candidates of parse-wsj on wsj22
     assert study.averaged() == ["base-en-de", "base-en-fr", "big-en-de", "big-en-fr"]
 
 
@@ -106,3 +106,28 @@ def test_semi_supervised_parser_without_extra_corpora_is_left_out(paper_config):
     config["datasets"]["wsj-semi"]["extra_corpora"] = ["/data/berkeley-parsed.mrg"]
     study = Study(cfg.validate(config))
     assert study.in_table(4) == ["parse-wsj", "parse-semi"] and study.skipped == {}
+
+
+def test_a_tuning_grid_becomes_candidate_experiments(study):
+    """parse-wsj's §6.3 grid: one candidate per combination, the grid's values over the parser preset,
+    trained and scored on the dev set only; parse-wsj itself trains nothing."""
+    parent = study.experiment("parse-wsj")
+    assert parent["tune"] == {"P_drop": [0.1, 0.2, 0.3], "lr_scale": [0.5, 1.0]}
+    assert len(parent["candidates"]) == 6 and "parse-wsj" in study.selected and "parse-wsj" not in study.trained
+    c = study.experiment("parse-wsj.tune-P_drop0.3-lr_scale1")
+    assert (
+        c["model"]["P_drop"] == 0.3 and c["train"]["lr_scale"] == 1.0 and c["tuned"] == {"P_drop": 0.3, "lr_scale": 1.0}
+    )
+    assert c["model"]["d_model"] == 1024 and c["train"]["warmup_steps"] == 16000 and c["tables"] == []
+    assert parent["model"]["P_drop"] == 0.2 and parent["train"]["lr_scale"] == 0.5  # the preset (t2t parsing_base)
+    plan = {(e.experiment, e.testset): e.model for e in study.evaluations()}
+    assert plan[("parse-wsj.tune-P_drop0.3-lr_scale1", "wsj22")] == "last"
+    assert [e["name"] for e in study.table_spec(4)] == ["parse-wsj"]
+    assert set(study.reported) == set(study.in_table(2) + study.in_table(3) + study.in_table(4))
+
+
+def test_a_tuned_experiment_must_decode_its_last_checkpoint(paper_config):
+    config = copy.deepcopy(paper_config)
+    config["experiments"]["base-en-de"]["tune"] = {"P_drop": [0.1, 0.2]}
+    with pytest.raises(ConfigError, match="experiments.base-en-de.tune: .* set average: 1"):
+        Study(cfg.validate(config))

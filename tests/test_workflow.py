@@ -12,6 +12,8 @@ import yaml
 from conftest import ROOT, job_counts, planned_jobs, snakemake
 
 N_EXPERIMENTS = 4 + 18 + 1  # Table 2, Table 3's new rows, Table 4 (parse-semi waits for extra corpora)
+N_CANDIDATES = 6  # parse-wsj's §6.3 selection on WSJ 22: P_drop 0.1/0.2/0.3 x lr_scale 0.5/1.0
+N_TRAINED = N_EXPERIMENTS - 1 + N_CANDIDATES  # parse-wsj takes its best candidate's model
 
 
 @pytest.fixture(scope="module")
@@ -30,20 +32,23 @@ def test_job_count_per_rule(plan):
         "prepare_treebank": 3,  # train, 22, 23 for WSJ-only (semi-supervised: no extra corpora configured)
         "train_vocab": 3,  # EN-DE, EN-FR, WSJ
         "encode": 6,  # train + dev per dataset
-        "resolve_experiment": N_EXPERIMENTS,
-        "train": N_EXPERIMENTS,
+        "resolve_experiment": N_TRAINED,
+        "train": N_TRAINED,
+        "select": 1,
         "average": 4,  # one per Table 2 experiment
-        "translate": 25,  # Table 2: 4 on newstest2014, Table 3: 20 on newstest2013, Table 4: 1
-        "score": 25,
+        "translate": 25 + N_CANDIDATES,  # Table 2: 4 on newstest2014, Table 3: 20 on newstest2013, Table 4: 1, wsj22
+        "score": 25 + N_CANDIDATES,
         "table": 3,
-        "figures": N_EXPERIMENTS,  # learning curves, learning rate, attention maps per trained model
+        "figures": N_EXPERIMENTS,  # learning curves, learning rate, attention maps per reported model
         "all": 1,
     }
 
 
 def test_one_training_per_distinct_experiment(plan, paper_config):
     trained = sorted(j["wildcards"].split("=")[1] for j in plan if j["rule"] == "train")
-    assert trained == sorted(set(paper_config["experiments"]) - {"parse-semi"})  # waits for its extra corpora
+    candidates = [f"parse-wsj.tune-P_drop{p}-lr_scale{s}" for p in (0.1, 0.2, 0.3) for s in (0.5, 1)]
+    # parse-semi waits for its extra corpora; parse-wsj is its best candidate, not a training of its own
+    assert trained == sorted(set(paper_config["experiments"]) - {"parse-semi", "parse-wsj"} | set(candidates))
 
 
 def test_training_jobs_request_gpus(plan):
@@ -100,13 +105,27 @@ def test_semi_supervised_parser_waits_for_its_corpora(tmp_path):
     assert any(j["output"] == "results/parse-semi/checkpoints/last.pt" for j in planned_jobs(run.stdout + run.stderr))
 
 
+def test_parser_is_selected_on_wsj22_then_decoded_on_wsj23(plan):
+    """§6.3: the tuning grid's candidates are decoded and scored on the dev set (WSJ 22); `select`
+    takes them all and gives parse-wsj its model, which alone is decoded on WSJ 23."""
+    (select,) = [j for j in plan if j["rule"] == "select"]
+    assert select["output"].split(", ")[0] == "results/parse-wsj/checkpoints/last.pt"
+    assert select["input"].count("/wsj22.score.json") == N_CANDIDATES
+    translated = {j["output"] for j in plan if j["rule"] == "translate"}
+    assert {o for o in translated if "parse-wsj" in o} == {
+        "results/parse-wsj/wsj23.trees",
+        *(f"results/parse-wsj.tune-P_drop{p}-lr_scale{s}/wsj22.trees" for p in (0.1, 0.2, 0.3) for s in (0.5, 1)),
+    }
+    assert "results/parse-wsj/checkpoints/last.pt" not in {j["output"] for j in plan if j["rule"] == "train"}
+
+
 def test_dry_run_with_slurm_profile_as_typed():
     """`snakemake -n --cores 8 --profile slurm` from the repository root finds the project's profile."""
     run = snakemake("-n", "-p", "--cores", "8", "--profile", "slurm")
     assert run.returncode == 0, run.stderr[-3000:]
     jobs = planned_jobs(run.stdout + run.stderr)
     train = [j for j in jobs if j["rule"] == "train"]
-    assert len(train) == N_EXPERIMENTS
+    assert len(train) == N_TRAINED
     assert all(j["resources"]["gpu"] == "8" for j in train)  # the profile's GPUs per training job
     assert all("torchrun --standalone --nnodes 1 --nproc-per-node 8 -m aiayn train" in j["shell"] for j in train)
     profile = yaml.safe_load((ROOT / "profiles/slurm/config.yaml").read_text())
@@ -130,7 +149,7 @@ def test_multi_node_training_through_the_slurm_profile():
     )
     assert run.returncode == 0, run.stderr[-3000:]
     train = [j for j in planned_jobs(run.stdout + run.stderr) if j["rule"] == "train"]
-    assert len(train) == N_EXPERIMENTS
+    assert len(train) == N_TRAINED
     assert all(
         "srun -n 2 --ntasks-per-node 1 --gpus-per-task 8 torchrun --nnodes 2 --nproc-per-node 8" in j["shell"]
         for j in train

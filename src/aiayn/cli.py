@@ -25,6 +25,7 @@ COMMANDS = {
     "encode": ("aiayn.commands.encode", "encode aligned text into the binary training format"),
     "train": ("aiayn.commands.train", "train one experiment; resumes from its newest checkpoint"),
     "average": ("aiayn.commands.average", "average the last K checkpoints of a run"),
+    "select": ("aiayn.commands.select", "take the best candidate of a tuning grid on the dev set (§6.3)"),
     "translate": ("aiayn.commands.translate", "decode a source file with beam search"),
     "score": ("aiayn.commands.score", "score a decoded test set (both BLEU protocols)"),
     "tables": ("aiayn.commands.tables", "write Table 2, 3 or 4 beside the paper's numbers"),

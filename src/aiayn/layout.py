@@ -11,6 +11,8 @@ results/<experiment>/metrics.jsonl               progress and dev loss, JSON lin
 results/<experiment>/figures/*.png               learning curves, learning rate, attention maps
 results/<experiment>/average.pt                  mean of the last K checkpoints (§6.1)
 results/<experiment>/average.json                the steps averaged
+results/<experiment>/selected.json               the candidate a tuned experiment took (§6.3)
+results/<experiment>.tune-<values>/              the candidates of a tuning grid
 results/<experiment>/<testset>.<lang>            translations (parses), one line per source line
 results/<experiment>/<testset>.score.json        scores
 results/tables/table{2,3,4}.{md,csv}             the paper's tables beside ours
@@ -63,6 +65,10 @@ class Layout:
 
     def average(self, experiment: str) -> str:
         return self._p(experiment, "average.pt")
+
+    def selected(self, experiment: str) -> str:
+        """Which candidate of its tuning grid a selected experiment took (JSON)."""
+        return self._p(experiment, "selected.json")
 
     def average_record(self, experiment: str) -> str:
         """Which steps average.pt averaged (JSON; the tables read it without torch)."""

@@ -11,6 +11,7 @@ experiment diff) and plans the evaluations of Tables 2-4 (§6.1, §6.3):
 from __future__ import annotations
 
 import copy
+import itertools
 from dataclasses import dataclass
 
 from aiayn.config import ConfigError
@@ -40,9 +41,62 @@ class Study:
         self.config = config
         # experiments that cannot run as configured, with the reason; left out of every target
         self.skipped: dict[str, str] = {n: r for n in config["experiments"] if (r := self._cannot_run(n))}
-        self.experiments: dict[str, dict] = {
-            name: self._resolve(name) for name in config["experiments"] if name not in self.skipped
-        }
+        self.experiments: dict[str, dict] = {}
+        for name in config["experiments"]:
+            if name not in self.skipped:
+                self.experiments[name] = exp = self._resolve(name)
+                for candidate in self._candidates(exp):
+                    self.experiments[candidate["name"]] = candidate
+
+    # -- selection on the dev set (§6.3) ---------------------------------------------------------
+    def _candidates(self, exp: dict) -> list[dict]:
+        """One experiment per combination of the experiment's `tune` grid, named `<name>.tune-<values>`:
+        trained, decoded and scored on the dev set, reported in no table."""
+        tune = self.config["experiments"][exp["name"]].get("tune") or {}
+        if not tune:
+            return []
+        where = f"experiments.{exp['name']}.tune"
+        if exp["average"] != 1:
+            raise ConfigError(
+                f"{where}: a selected experiment decodes its best candidate's last checkpoint; set average: 1"
+            )
+        out = []
+        for values in itertools.product(*tune.values()):
+            setting = dict(zip(tune, values))
+            name = exp["name"] + ".tune-" + "-".join(f"{k}{v:g}" for k, v in setting.items())
+            model = {**exp["model"], **{k: v for k, v in setting.items() if k in exp["model"]}}
+            train = {**exp["train"], **{k: v for k, v in setting.items() if k in exp["train"]}}
+            out.append(
+                {
+                    **copy.deepcopy(exp),
+                    "name": name,
+                    "model": model,
+                    "train": train,
+                    "tables": [],
+                    "row": None,
+                    "paper": {},
+                    "tuned": setting,
+                    "selects_for": exp["name"],
+                }
+            )
+        exp["candidates"] = [c["name"] for c in out]
+        exp["tune"] = dict(tune)
+        return out
+
+    @property
+    def trained(self) -> list[str]:
+        """Experiments with a training job of their own (a selected one takes its best candidate's model)."""
+        return [n for n, e in self.experiments.items() if not e.get("candidates")]
+
+    @property
+    def selected(self) -> list[str]:
+        """Experiments whose model is the best candidate of their tuning grid."""
+        return [n for n, e in self.experiments.items() if e.get("candidates")]
+
+    @property
+    def reported(self) -> list[str]:
+        """Experiments of some table (not the selection candidates)."""
+        return [n for n, e in self.experiments.items() if e["tables"]]
 
     def _cannot_run(self, name: str) -> str | None:
         ds_name = self.config["experiments"][name]["dataset"]
@@ -121,6 +175,8 @@ class Study:
             ds = self.dataset(exp["dataset"])
             averaged = "average" if exp["average"] > 1 else "last"
             wanted = {2: (ds["test"], averaged), 3: (ds["dev"], "last"), 4: (ds["test"], averaged)}
+            if exp.get("selects_for") and table is None:  # a candidate: scored on the dev set only
+                plan.setdefault((name, ds["dev"]), Evaluation(name, ds["dev"], "last"))
             for t in exp["tables"]:
                 if table in (None, t):
                     testset, model = wanted[t]

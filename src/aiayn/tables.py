@@ -65,6 +65,17 @@ def averaged_steps(results: Path, experiment: str) -> str | None:
     return f"{len(steps)}: " + ", ".join(map(str, steps))
 
 
+def selection(results: Path, experiment: str) -> str | None:
+    """What the dev-set selection (§6.3) took, from selected.json: "P_drop 0.2, lr_scale 0.5 (dev f1
+    88.10, best of 6)"."""
+    path = results / experiment / "selected.json"
+    if not path.exists():
+        return None
+    record = json.loads(path.read_text())
+    setting = ", ".join(f"{k} {v:g}" for k, v in record["setting"].items())
+    return f"{setting} (dev {record['metric']} {record['value']:.2f}, best of {len(record['candidates'])})"
+
+
 def train_pairs(results: Path, exp: dict) -> int | None:
     """Training pairs (sentences for parsing) the run's dataset kept, or None before it is prepared."""
     data = results / "data" / exp["dataset"]
@@ -198,6 +209,7 @@ def table4(results: Path, experiments: list[dict]) -> list[dict]:
                 "delta": f1 - exp["paper"]["f1"] if f1 is not None and run["comparable"] else None,
                 "testset": exp["testset"],
                 "lines": s["all"]["sentences"] if s else None,
+                "selected_on_dev": selection(results, exp["name"]),
                 **run,
                 "precision": s["all"]["precision"] if s else None,
                 "recall": s["all"]["recall"] if s else None,
@@ -334,6 +346,7 @@ def markdown_document(number: int, rows: list[dict]) -> str:
                     "f1",
                     "delta",
                     "setting",
+                    "selected_on_dev",
                     "testset",
                     "lines",
                     "updates",

@@ -126,6 +126,23 @@ def get_treebank_archive(wildcards):
     return [LAYOUT.download(STUDY.archive_file(name))] if name else []
 
 
+def get_candidates(experiment):
+    """The select command's --candidates: each candidate's setting, dev score, model and metrics."""
+    dev = STUDY.dataset(STUDY.experiment(experiment)["dataset"])["dev"]
+    return json.dumps(
+        [
+            {
+                "name": c,
+                "setting": STUDY.experiment(c)["tuned"],
+                "score": LAYOUT.score(c, dev),
+                "model": LAYOUT.last_checkpoint(c),
+                "metrics": LAYOUT.metrics(c),
+            }
+            for c in STUDY.experiment(experiment)["candidates"]
+        ]
+    )
+
+
 def train_launcher(resources):
     """`python`, `torchrun ...` or `srun ... torchrun ...` for a training job's resources."""
     try:

@@ -39,6 +39,8 @@ rule train:
         LAYOUT.log("train", "{experiment}"),
     benchmark:
         LAYOUT.benchmark("train", "{experiment}")
+    wildcard_constraints:
+        experiment=_alternatives(STUDY.trained),
     retries: 5
     conda:
         "../../envs/torch.yaml"
@@ -57,6 +59,35 @@ rule train:
         "{params.launch} -m aiayn train --settings {input.settings} --train {input.train} --dev {input.dev}"
         " --spm-src {input.spm_src} --spm-tgt {input.spm_tgt} --checkpoints {params.checkpoints}"
         " --out {output} >> {log} 2>&1"
+
+
+# Selection on the dev set (§6.3): an experiment with a `tune` grid is not trained itself; its
+# candidates are, each is decoded and scored on the dev set, and the best becomes its model.
+rule select:
+    input:
+        scores=lambda w: [
+            LAYOUT.score(c, STUDY.dataset(get_dataset(w))["dev"])
+            for c in STUDY.experiment(w.experiment)["candidates"]
+        ],
+        models=lambda w: [
+            LAYOUT.last_checkpoint(c)
+            for c in STUDY.experiment(w.experiment)["candidates"]
+        ],
+    output:
+        model=LAYOUT.last_checkpoint("{experiment}"),
+        metrics=LAYOUT.metrics("{experiment}"),
+        record=LAYOUT.selected("{experiment}"),
+    log:
+        LAYOUT.log("select", "{experiment}"),
+    wildcard_constraints:
+        experiment=_alternatives(STUDY.selected),
+    conda:
+        "../../envs/data.yaml"
+    params:
+        candidates=lambda w: get_candidates(w.experiment),
+    shell:
+        "python -m aiayn select --candidates {params.candidates:q} --out-model {output.model}"
+        " --out-metrics {output.metrics} --record {output.record} >> {log} 2>&1"
 
 
 rule average:

@@ -23,7 +23,7 @@ def model_config(exp: dict) -> ModelConfig:
 
 def parameter_rows(study: Study, names: list[str] | None = None) -> list[dict]:
     rows = []
-    for name in names or list(study.experiments):
+    for name in names or study.reported:
         exp = study.experiment(name)
         m = exp["model"]
         counted = count_parameters(build(model_config(exp), device="meta"))

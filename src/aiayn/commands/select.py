@@ -1,0 +1,34 @@
+"""`python -m aiayn select`: the best candidate of a tuning grid on the dev set (§6.3) becomes the
+experiment's model (`aiayn.selection`)."""
+
+from __future__ import annotations
+
+from aiayn.commands import load_json
+from aiayn.selection import select
+
+
+def add_arguments(parser):
+    parser.add_argument(
+        "--candidates",
+        required=True,
+        help='JSON list: [{"name", "setting": {...}, "score": dev score file, "model": last.pt, "metrics": jsonl}]',
+    )
+    parser.add_argument(
+        "--out-model", required=True, help="where the selected model is copied (the experiment's last.pt)"
+    )
+    parser.add_argument("--out-metrics", required=True, help="where its metrics.jsonl is copied")
+    parser.add_argument("--record", required=True, help="selected.json: which candidate, and every candidate's score")
+
+
+def run(args) -> int:
+    result = select(
+        load_json(args.candidates, "--candidates", expect=list),
+        out_model=args.out_model,
+        out_metrics=args.out_metrics,
+        record=args.record,
+    )
+    for c in result["candidates"]:
+        mark = "*" if c["name"] == result["selected"] else " "
+        print(f"{mark} {c['name']}: dev {c['metric']} {c['value']:.2f}")
+    print(f"selected {result['selected']} -> {args.out_model}")
+    return 0
