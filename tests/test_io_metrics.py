@@ -1,0 +1,75 @@
+"""The one atomic writer and the one reader of metrics.jsonl."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+
+from aiayn import metrics
+from aiayn.io import atomic_paths, write_json
+
+
+def test_atomic_paths_rename_together_or_not_at_all(tmp_path):
+    a, b = tmp_path / "a.txt", tmp_path / "sub" / "b.txt"
+    with atomic_paths(a, b) as (ta, tb):
+        assert ta.parent == a.parent and tb.parent == b.parent and ta != tb
+        ta.write_text("A")
+        tb.write_text("B")
+        assert not a.exists()
+    assert a.read_text() == "A" and b.read_text() == "B"
+    with pytest.raises(RuntimeError), atomic_paths(a, b) as (ta, tb):
+        ta.write_text("new")
+        raise RuntimeError("killed")
+    assert a.read_text() == "A" and sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "sub"]
+
+
+def test_two_writers_of_one_file_never_share_a_temporary_file(tmp_path):
+    with atomic_paths(tmp_path / "x") as (one,), atomic_paths(tmp_path / "x") as (two,):
+        assert one != two
+
+
+def test_outputs_honour_the_umask(tmp_path):
+    old = os.umask(0o022)
+    try:
+        write_json(tmp_path / "s.json", {"a": 1})
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "s.json").stat().st_mode) == 0o644  # mkstemp alone would give 0600
+
+
+def records(path, *recs, torn=""):
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs) + torn)
+    return path
+
+
+START = {"event": "start", "step": 0, "world_size": 1, "device_name": "cpu", "params": 10, "wall": 0.0}
+
+
+def test_a_torn_last_line_is_dropped_by_every_reader(tmp_path):
+    path = records(
+        tmp_path / "m.jsonl",
+        START,
+        {"step": 2, "loss": 1.0, "tgt_tokens_per_update": 5, "wall": 3600.0},
+        torn='{"step": 4, "lo',
+    )
+    assert [r["step"] for r in metrics.read(path).progress] == [2]
+    assert metrics.summary(path)["step"] == 2 and metrics.summary(path)["hours"] == pytest.approx(1.0)
+    metrics.truncate(path, 2)
+    assert path.read_text().splitlines()[-1].startswith('{"step": 2')
+
+
+def test_a_torn_line_in_the_middle_names_the_line(tmp_path):
+    path = records(tmp_path / "m.jsonl", START)
+    path.write_text(path.read_text() + '{"st\n' + json.dumps({"step": 1, "dev_ppl": 3.0}) + "\n")
+    with pytest.raises(ValueError, match="m.jsonl, line 2: not a JSON record"):
+        metrics.read(path)
+
+
+def test_records_are_told_apart_in_one_place():
+    assert metrics.kind(START) == "start"
+    assert metrics.kind({"step": 1, "loss": 2.0}) == "progress" and metrics.kind({"dev_ppl": 3.0}) == "dev"
+    with pytest.raises(ValueError):
+        metrics.kind({"step": 1})
