@@ -52,7 +52,7 @@ class Study:
     def _candidates(self, exp: dict) -> list[dict]:
         """One experiment per combination of the experiment's `tune` grid, named `<name>.tune-<values>`:
         trained, decoded and scored on the dev set, reported in no table."""
-        tune = self.config["experiments"][exp["name"]].get("tune") or {}
+        tune = {k: v for k, v in (self.config["experiments"][exp["name"]].get("tune") or {}).items() if v}
         if not tune:
             return []
         where = f"experiments.{exp['name']}.tune"
@@ -140,6 +140,10 @@ class Study:
             "vocab": copy.deepcopy(dataset["vocab"]),
             "paper": {k: v for k, v in exp.get("paper", {}).items() if v is not None},
         }
+
+    def configured(self, name: str) -> dict:
+        """The resolved settings of any experiment of the config, one left out (`skipped`) included."""
+        return self.experiments.get(name) or self._resolve(name)
 
     def experiment(self, name: str) -> dict:
         if name in self.skipped:

@@ -23,8 +23,8 @@ def model_config(exp: dict) -> ModelConfig:
 
 def parameter_rows(study: Study, names: list[str] | None = None) -> list[dict]:
     rows = []
-    for name in names or study.reported:
-        exp = study.experiment(name)
+    for name in names or list(study.config["experiments"]):  # as configured: left-out ones too, no candidates
+        exp = study.configured(name)
         m = exp["model"]
         counted = count_parameters(build(model_config(exp), device="meta"))
         rows.append(
