@@ -114,7 +114,8 @@ def test_tiny_study_through_the_slurm_profile(tmp_path):
     results = tmp_path / "results"
     assert all((results / f"tables/table{n}.md").exists() for n in (2, 3, 4))
     # the GPUs were asked of Slurm itself: the job as slurmctld holds it, not Snakemake's own job summary
-    assert re.search(r"(TresPerJob|ReqTRES)=\S*gres/gpu[:=]2\b", done.get("scontrol", "")), done.get("scontrol")
+    # (TresPerJob=gres:gpu:2 for --gpus=2, or gres/gpu=2 in ReqTRES where accounting tracks GPUs)
+    assert re.search(r"(TresPerJob|ReqTRES)=\S*gres[/:]gpu[:=]2\b", done.get("scontrol", "")), done.get("scontrol")
     output = run.stdout + run.stderr
     for experiment in ("base", "big"):
         log = (results / f"logs/train/{experiment}.log").read_text()
