@@ -231,3 +231,24 @@ def test_table4_delta_only_for_the_papers_parser(tmp_path):
     (tmp_path / "data/wsj/train.src").write_text("w\n" * 300)
     (row,) = build(4, tmp_path, [exp])
     assert row["delta"] is None and row["setting"] == "not comparable: 300 training pairs (paper ~40,000)"
+
+
+@pytest.mark.parametrize(
+    "name, model",
+    [
+        ("NVIDIA H100 80GB HBM3", "H100"),
+        ("NVIDIA H100 PCIe", "H100 PCIe"),
+        ("NVIDIA L4", "L4"),
+        ("NVIDIA L40S", "L40S"),
+        ("NVIDIA L40", None),  # not an L4: unknown, no MFU rather than a wrong one
+        ("Tesla P100-PCIE-16GB", "P100"),
+        ("NVIDIA A100-SXM4-80GB", "A100"),
+        ("NVIDIA A10", None),  # not an A100 nor an A10G
+        ("cpu", None),
+    ],
+)
+def test_gpu_peaks_are_matched_by_whole_names(name, model):
+    from aiayn.hardware import PEAKS, gpu_model, peak_flops
+
+    assert gpu_model(name) == model
+    assert peak_flops(name, "fp32") == (PEAKS[model]["fp32"] if model else None)

@@ -454,3 +454,24 @@ def test_bad_input_is_one_clear_line(tmp_path):
     assert run_.stderr.strip().splitlines() == [
         f"aiayn train: error: {tmp_path / 'train.bin'}: not an encoded corpus (bad magic); rerun the encode step"
     ]
+
+
+def test_an_unknown_gpu_says_its_peak_is_unknown():
+    from types import SimpleNamespace
+
+    from aiayn.progress import format_start
+
+    t = SimpleNamespace(
+        env=Env(),
+        settings={"name": "x"},
+        params=10,
+        accumulation=1,
+        batcher=SimpleNamespace(budget=100),
+        tr={"steps": 5},
+        step=0,
+        arithmetic="bf16",
+    )
+    line = format_start(t, {"device_name": "NVIDIA L40"})
+    assert "on 1 x NVIDIA L40; peak bf16 FLOP/s of this GPU unknown (aiayn.hardware.PEAKS): no MFU" in line
+    assert "unknown" not in format_start(t, {"device_name": "NVIDIA H100 80GB HBM3"})
+    assert "unknown" not in format_start(t, {"device_name": "cpu"})

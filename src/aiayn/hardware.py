@@ -6,7 +6,10 @@ single-precision rate that the paper's footnote 5 uses for its training-cost est
 
 from __future__ import annotations
 
-# name fragment (matched against torch.cuda.get_device_name) -> {precision: FLOP/s}
+import re
+
+# GPU model, as whole words of torch.cuda.get_device_name ("NVIDIA H100 80GB HBM3", "Tesla P100-PCIE-16GB")
+# -> {precision: FLOP/s}
 PEAKS = {
     "H200": {"bf16": 989e12, "fp16": 989e12, "fp32": 67e12},
     "H100 PCIe": {"bf16": 756e12, "fp16": 756e12, "fp32": 51e12},
@@ -23,14 +26,24 @@ PEAKS = {
 }
 
 
-def peak_flops(device_name: str | None, precision: str) -> float | None:
-    """Peak FLOP/s of `device_name` at `precision` ("bf16", "fp16", "fp32"), or None if unknown."""
+def _words(name: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", name.lower())
+
+
+def gpu_model(device_name: str | None) -> str | None:
+    """The PEAKS entry a device name is: its words include the entry's words in a row, the entry with
+    the most words winning ("NVIDIA H100 PCIe" is "H100 PCIe", not "H100"); "NVIDIA L40" is not "L4"."""
     if not device_name:
         return None
-    for fragment, peaks in PEAKS.items():
-        if fragment.lower() in device_name.lower():
-            return peaks.get(precision)
-    return None
+    words = _words(device_name)
+    found = [key for key in PEAKS if any(words[i : i + len(_words(key))] == _words(key) for i in range(len(words)))]
+    return max(found, key=lambda k: len(_words(k)), default=None)
+
+
+def peak_flops(device_name: str | None, precision: str) -> float | None:
+    """Peak FLOP/s of `device_name` at `precision` ("bf16", "fp16", "fp32"), or None if unknown."""
+    model = gpu_model(device_name)
+    return PEAKS[model].get(precision) if model else None
 
 
 def model_flops(parameters: int, target_tokens: int) -> float:

@@ -82,6 +82,8 @@ def start_record(t) -> dict:
 def format_start(t, rec: dict) -> str:
     env = t.env
     tasks = f" ({env.agents} launcher tasks)" if env.agents > 1 else ""
+    if rec["device_name"] != "cpu" and peak_flops(rec["device_name"], t.arithmetic) is None:
+        tasks += f"; peak {t.arithmetic} FLOP/s of this GPU unknown (aiayn.hardware.PEAKS): no MFU"
     return (
         f"training {t.settings['name']}: {t.params:,} parameters on {env.world_size} x {rec['device_name']}{tasks}, "
         f"{t.accumulation} micro-batch(es) of <= {t.batcher.budget} tokens per side per process, "
