@@ -35,27 +35,19 @@ def tiny_demo_config() -> dict:
     return config
 
 
+def run_study(workdir: Path, configfile: Path, timeout: int) -> None:
+    """The whole DAG (`snakemake all`, 2 cores) in `workdir`, with `configfile` as the whole config."""
+    cmd = [sys.executable, "-m", "snakemake", "all", "-s", str(ROOT / "Snakefile"), "-d", str(workdir),
+           "--cores", "2", "--configfile", str(configfile), "--replace-workflow-config"]  # fmt: skip
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
+
+
 @pytest.fixture(scope="module")
 def run_dag(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("e2e")
     (workdir / "study.yaml").write_text(yaml.safe_dump(tiny_demo_config()))
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "all",
-        "-s",
-        str(ROOT / "Snakefile"),
-        "-d",
-        str(workdir),
-        "--cores",
-        "2",
-        "--configfile",
-        str(workdir / "study.yaml"),
-        "--replace-workflow-config",
-    ]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
+    run_study(workdir, workdir / "study.yaml", timeout=1200)
     return workdir / "results"
 
 
@@ -159,23 +151,7 @@ def test_report_builds_offline_with_every_figure(run_dag):
 def demo_results(tmp_path_factory):
     """The demo exactly as the README runs it (profiles/demo/study.yaml, 2 cores), in a scratch folder."""
     workdir = tmp_path_factory.mktemp("demo")
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "all",
-        "-s",
-        str(ROOT / "Snakefile"),
-        "-d",
-        str(workdir),
-        "--cores",
-        "2",
-        "--configfile",
-        str(ROOT / "profiles/demo/study.yaml"),
-        "--replace-workflow-config",
-    ]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
+    run_study(workdir, ROOT / "profiles/demo/study.yaml", timeout=1500)
     return workdir / "results" / "demo"
 
 

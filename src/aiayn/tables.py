@@ -44,7 +44,8 @@ PAPER_TABLE4 = [
     ("Luong et al. (2015)", "multi-task", 93.0),
     ("Dyer et al. (2016)", "generative", 93.3),
 ]
-BASE_MODEL = {"N": 6, "d_model": 512, "d_ff": 2048, "h": 8, "d_k": 64, "d_v": 64, "P_drop": 0.1}
+# the base model's columns of Table 3, the fallback when a table has no base row
+BASE_MODEL = {k: paper.MODEL["base"][k] for k in ("N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop")}
 
 
 def paper_cost(hours: float, gpus: int, gpu: str) -> float | None:
