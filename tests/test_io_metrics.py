@@ -1,14 +1,18 @@
-"""The one atomic writer and the one reader of metrics.jsonl."""
+"""The one atomic writer (and its cleaning of killed writers' leftovers) and the one reader and
+writer of metrics.jsonl."""
 
 from __future__ import annotations
 
 import json
 import os
 import stat
+import subprocess
+import sys
+import time
 
 import pytest
 
-from aiayn import metrics
+from aiayn import io, metrics
 from aiayn.io import atomic_paths, write_json
 
 
@@ -73,3 +77,52 @@ def test_records_are_told_apart_in_one_place():
     assert metrics.kind({"step": 1, "loss": 2.0}) == "progress" and metrics.kind({"dev_ppl": 3.0}) == "dev"
     with pytest.raises(ValueError):
         metrics.kind({"step": 1})
+
+
+def test_an_append_after_a_torn_line_cuts_it_and_starts_a_line_of_its_own(tmp_path):
+    path = records(tmp_path / "m.jsonl", START, torn='{"step": 2, "lo')
+    metrics.append(path, {"step": 2, "dev_nll": 1.0, "dev_ppl": 2.7, "dev_loss": 1.1})
+    lines = path.read_text().splitlines()
+    assert [json.loads(line)["step"] for line in lines] == [0, 2]  # every line parses, the torn one is gone
+
+
+def test_the_dev_perplexity_is_the_newest_checkpoints_whatever_the_order_of_records(tmp_path):
+    path = records(
+        tmp_path / "m.jsonl",
+        START,
+        {"step": 8, "dev_nll": 1.0, "dev_ppl": 30.0},
+        {"step": 4, "dev_nll": 2.0, "dev_ppl": 40.0},  # evaluated on resume, recorded after
+    )
+    assert metrics.summary(path)["dev_ppl"] == 30.0
+    assert [r["step"] for r in metrics.read(path).dev] == [4, 8]
+
+
+def leftover(folder, target, owner, age_s=0.0, directory=False):
+    path = folder / f".{target}.{owner}.abc123.tmp"
+    path.mkdir() if directory else path.write_bytes(b"partial")
+    if age_s:
+        t = time.time() - age_s
+        os.utime(path, (t, t))
+    return path
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_writer_removes_what_killed_writers_of_its_target_left(tmp_path):
+    here = io._host()
+    dead = leftover(tmp_path, "average.pt", f"{here}-{dead_pid()}")
+    dead_dir = leftover(tmp_path, "train.bin", f"{here}-{dead_pid()}", directory=True)
+    alive = leftover(tmp_path, "average.pt", f"{here}-{os.getppid()}")  # a running writer: kept
+    remote_fresh = leftover(tmp_path, "average.pt", "othernode-123")  # may still be writing: kept
+    remote_old = leftover(tmp_path, "average.pt", "othernode-124", age_s=2 * io.STALE_AFTER_S)
+    other_target = leftover(tmp_path, "other.pt", f"{here}-{dead_pid()}")  # not this writer's
+    write_json(tmp_path / "average.pt", {"x": 1})
+    assert not dead.exists() and not remote_old.exists()
+    assert alive.exists() and remote_fresh.exists() and other_target.exists() and dead_dir.exists()
+    with io.scratch_dir(tmp_path / "train.bin") as scratch:
+        assert scratch.name.startswith(f".train.bin.{here}-{os.getpid()}.")
+    assert not dead_dir.exists() and not any(p.name.startswith(".train.bin") for p in tmp_path.iterdir())

@@ -17,7 +17,7 @@ import torch
 import toy
 from conftest import ROOT, SHARED
 
-from aiayn import checkpoint, encoded
+from aiayn import checkpoint, encoded, metrics
 from aiayn.batching import Batcher, Prefetcher, collate, micro_batch_budget
 from aiayn.distributed import Env
 from aiayn.encoded import BOS, EOS, PAD
@@ -324,16 +324,6 @@ def test_loss_scaling_skips_an_overflowing_update_and_goes_on(tmp_path):
     assert trainer.scaler.get_scale() == 512.0 and trainer.first_nonfinite() is None
 
 
-def test_other_model_in_the_folder_is_refused(tmp_path):
-    assert train_in_process(tmp_path, toy.settings(steps=4)) == EXIT_DONE
-    other = toy.settings(steps=4)
-    other["model"]["d_ff"] = 128
-    from aiayn.train import TrainingError
-
-    with pytest.raises(TrainingError, match="checkpoint of step 4 is of another model"):
-        make_trainer(tmp_path, other).resume()
-
-
 # -- the command, torchrun and signals ---------------------------------------------------------------
 def command(tmp_path: Path, settings: dict, *extra: str) -> list[str]:
     tmp_path.mkdir(parents=True, exist_ok=True)
@@ -475,3 +465,50 @@ def test_an_unknown_gpu_says_its_peak_is_unknown():
     assert "on 1 x NVIDIA L40; peak bf16 FLOP/s of this GPU unknown (aiayn.hardware.PEAKS): no MFU" in line
     assert "unknown" not in format_start(t, {"device_name": "NVIDIA H100 80GB HBM3"})
     assert "unknown" not in format_start(t, {"device_name": "cpu"})
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_counted_flops_equal_torchs_flop_counter(shared):
+    """The count behind TFLOP/s and MFU (aiayn.hardware.training_flops) against torch's own counter of
+    one forward and backward pass, on a model whose d_k, d_v and h*d_k differ from d_model."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from aiayn.hardware import training_flops
+    from aiayn.model import ModelConfig, build
+
+    cfg = ModelConfig.from_dict(
+        {
+            **toy.SETTINGS["model"],
+            "N": 2,
+            "d_model": 32,
+            "d_ff": 48,
+            "h": 4,
+            "d_k": 6,
+            "d_v": 10,
+            "src_vocab": 40 if not shared else 50,
+            "tgt_vocab": 50,
+            "shared_vocab": shared,
+        }
+    )
+    model = build(cfg)
+    src, tgt = torch.randint(4, 40, (3, 7)), torch.randint(4, 50, (3, 5))
+    with FlopCounterMode(display=False) as counter:
+        label_smoothed_loss(model(src, tgt), tgt, 0.1).backward()
+    assert counter.get_total_flops() == training_flops(cfg.to_dict(), [7] * 3, [5] * 3)
+
+
+def test_progress_reports_the_counted_flops_of_its_updates(tmp_path):
+    from aiayn.hardware import training_flops
+
+    trainer = make_trainer(tmp_path, toy.settings(steps=2, log_interval=2))
+    micro = trainer.batcher.update(1)
+    want = sum(
+        training_flops(trainer.model_cfg.to_dict(), trainer.batcher.src_len[b], trainer.batcher.tgt_len[b])
+        for b in micro
+    )
+    assert trainer.prepare(1)[3] == want
+    assert run(trainer, False) == EXIT_DONE
+    rec = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines() if '"loss"' in line][0]
+    assert rec["flops_per_update"] > 0 and rec["tflops"] > 0
+    summary = metrics.summary(tmp_path / "metrics.jsonl")
+    assert summary["flops"] == pytest.approx(rec["flops_per_update"] * 2)

@@ -37,14 +37,40 @@ def copy(src: str | os.PathLike, dst: str | os.PathLike) -> None:
     atomic_copy(src, dst)
 
 
+class CheckpointReadError(UserError, OSError):
+    """The file system failed to read a checkpoint (not a corrupt file): the message names it. A
+    resume stops on it rather than fall back to an older checkpoint and lose the progress."""
+
+
+def _read_error(path: Path, exc: OSError) -> CheckpointReadError:
+    return CheckpointReadError(
+        f"{path}: reading failed ({exc.strerror or exc}); not falling back to an older checkpoint, which would "
+        "lose the progress since: run again once the file system reads it"
+    )
+
+
+def _probe(path: Path, block: int = 1 << 24) -> None:
+    """Read the whole file plainly: an OSError here is the file system's, not the file's contents."""
+    with open(path, "rb") as f:
+        while f.read(block):
+            pass
+
+
 def load(path: str | os.PathLike, map_location="cpu") -> dict:
-    """Read a checkpoint; a missing, truncated or foreign file raises CheckpointError naming it."""
+    """Read a checkpoint. A missing, truncated or foreign file raises CheckpointError naming it; a
+    file the file system cannot read (an I/O error) raises CheckpointReadError."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: checkpoint not found")
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True)
+    except OSError as exc:
+        raise _read_error(path, exc) from None
     except Exception as exc:  # torch raises RuntimeError, EOFError, pickle errors, zipfile errors...
+        try:
+            _probe(path)  # torch wraps some I/O errors: tell those from corruption
+        except OSError as io_exc:
+            raise _read_error(path, io_exc) from None
         raise CheckpointError(f"{path}: not a readable checkpoint ({type(exc).__name__}: {exc})") from None
     if not isinstance(payload, dict) or "model_config" not in payload or "model" not in payload:
         raise CheckpointError(f"{path}: not an aiayn checkpoint (no model_config/model)")
@@ -74,7 +100,8 @@ def list_checkpoints(folder: str | os.PathLike) -> list[tuple[int, Path]]:
 
 
 def newest_readable(folder: str | os.PathLike, log: Callable[[str], None]) -> dict | None:
-    """The newest checkpoint of `folder` that loads; unreadable newer ones are reported and skipped."""
+    """The newest checkpoint of `folder` that loads; corrupt newer ones (cut short by a kill, say)
+    are reported and skipped. An I/O error is raised (CheckpointReadError), never skipped."""
     for _, path in list_checkpoints(folder):
         try:
             return load(path)

@@ -18,13 +18,12 @@ import io
 import os
 import re
 import tarfile
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, TextIO
 
 from aiayn.errors import UserError
-from aiayn.io import atomic_paths, write_json
+from aiayn.io import atomic_paths, scratch_dir, write_json
 
 SEPARATORS = re.compile("[\u0085\u2028\u2029]")
 SEG = re.compile(r"<seg[^>]*>(.*?)</seg>", re.IGNORECASE | re.DOTALL)
@@ -145,7 +144,7 @@ def prepare_train(corpora: list[dict], archives: dict[str, str], cleaning: dict,
     }
     with (
         atomic_pair(out_src, out_tgt) as (fs, ft),
-        tempfile.TemporaryDirectory(dir=Path(out_src).parent, prefix=".extract.") as tmp,
+        scratch_dir(out_src) as tmp,
     ):
         for member in corpora:
             files = extract_members(
@@ -176,7 +175,7 @@ def prepare_train(corpora: list[dict], archives: dict[str, str], cleaning: dict,
 
 def prepare_eval(spec: dict, name: str, archive: str, out_src, out_tgt) -> int:
     """Write one dev/test set (members `spec["src"]`, `spec["tgt"]`) as aligned text; check its number of lines."""
-    with tempfile.TemporaryDirectory(dir=Path(out_src).parent, prefix=".extract.") as tmp:
+    with scratch_dir(out_src) as tmp:
         files = extract_members(archive, {spec["src"], spec["tgt"]}, tmp)
         pairs = list(
             aligned(files[spec["src"]], files[spec["tgt"]], f"{archive}:{spec['src']}", f"{archive}:{spec['tgt']}")

@@ -6,7 +6,9 @@ or preemption) turned into one decision all ranks take at the same update.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
 from dataclasses import dataclass
 
 import torch
@@ -75,3 +77,34 @@ def stop_requested(stop, env: Env, step: int) -> bool:
     flag = torch.tensor([1 if stop else 0], device=env.device)
     dist.all_reduce(flag, op=dist.ReduceOp.MAX)
     return bool(flag.item())
+
+
+def all_ranks_min(value: torch.Tensor, env: Env, none: int = 0) -> torch.Tensor:
+    """The smallest of every rank's `value` (an integer tensor on this rank's device), `none`
+    meaning "nothing": e.g. the first update whose loss was not finite on any rank. A collective
+    under several processes: every rank calls it at the same update."""
+    if env.world_size == 1:
+        return value
+    big = torch.iinfo(value.dtype).max
+    v = torch.where(value == none, torch.full_like(value, big), value).clone()
+    dist.all_reduce(v, op=dist.ReduceOp.MIN)
+    return torch.where(v == big, torch.full_like(v, none), v)
+
+
+def requeue(env: Env, log) -> str:
+    """After a stop: under Slurm, put this batch job back into the queue (`scontrol requeue`), so
+    that it resumes when it runs again, as Slurm's own requeue after a preemption does (rank 0; the
+    job keeps its id, and Snakemake keeps waiting on it). Says what happens next."""
+    job = os.environ.get("SLURM_JOB_ID")
+    if not job or os.environ.get("AIAYN_NO_REQUEUE"):
+        return "run again to resume"
+    if not env.main:
+        return f"Slurm job {job} requeued by rank 0"
+    scontrol = shutil.which("scontrol")
+    if scontrol is None:
+        return "no scontrol on this node to requeue the job: run again to resume"
+    run = subprocess.run([scontrol, "requeue", job], capture_output=True, text=True)
+    if run.returncode:
+        log(f"warning: scontrol requeue {job} failed: {(run.stderr or run.stdout).strip()}")
+        return "the job could not be requeued: run again to resume"
+    return f"Slurm job {job} requeued, it resumes when it runs again"

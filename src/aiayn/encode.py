@@ -8,7 +8,6 @@ chunks whatever the corpus size (EN-FR: 36M pairs).
 from __future__ import annotations
 
 import os
-import tempfile
 from itertools import zip_longest
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import numpy as np
 
 from aiayn import encoded
 from aiayn.errors import UserError
-from aiayn.io import file_sha256
+from aiayn.io import file_sha256, scratch_dir
 
 
 def read_pairs(src: str, tgt: str, chunk: int):
@@ -49,7 +48,7 @@ def encode_corpus(
     dtype = encoded.token_dtype(max(sizes.values()))
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.") as tmp:
+    with scratch_dir(out) as tmp:
         raw = {name: open(os.path.join(tmp, name), "wb") for name in ("src_tok", "src_len", "tgt_tok", "tgt_len")}
         pairs, longest, tokens = 0, {"src": 0, "tgt": 0}, {"src": 0, "tgt": 0}
         try:

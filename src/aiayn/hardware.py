@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 # GPU model, as whole words of torch.cuda.get_device_name ("NVIDIA H100 80GB HBM3", "Tesla P100-PCIE-16GB")
 # -> {precision: FLOP/s}
 PEAKS = {
@@ -47,5 +49,38 @@ def peak_flops(device_name: str | None, precision: str) -> float | None:
 
 
 def model_flops(parameters: int, target_tokens: int) -> float:
-    """Training FLOPs ≈ 6 × parameters × tokens (forward 2, backward 4 per parameter and token)."""
+    """The common estimate 6 x parameters x target tokens (forward 2, backward 4 per parameter and
+    token), for runs whose metrics predate the exact count of `training_flops`."""
     return 6.0 * parameters * target_tokens
+
+
+def forward_macs(model: dict, src_len, tgt_len):
+    """Multiply-accumulates of one forward pass of the encoder-decoder over one sentence pair of
+    `src_len` source and `tgt_len` target positions (EOS and BOS included), at its real lengths.
+
+    `model` is a ModelConfig as a dict (N, d_model, d_ff, h, d_k, d_v, tgt_vocab). Per layer:
+    - encoder, per source position: Q, K, V, O projections, the feed-forward network, and the
+      attention products Q·K^T and weights·V over the S source positions;
+    - decoder, per target position: the self-attention's projections and products over T positions,
+      the encoder-decoder attention's Q and O projections and products over S positions, the
+      feed-forward network; per source position: that attention's K and V projections;
+    - the output projection, per target position: d_model x vocabulary.
+    Embedding lookups, layer norm, softmax, dropout and biases are not counted (no matrix products).
+    The lengths may be numpy arrays (one count per pair).
+    """
+    d, d_ff, N = model["d_model"], model["d_ff"], model["N"]
+    qk, v = model["h"] * model["d_k"], model["h"] * model["d_v"]
+    S, T = src_len, tgt_len
+    projections = d * (2 * qk + v) + v * d
+    ffn = 2 * d * d_ff
+    encoder = S * (projections + ffn + S * (qk + v))
+    decoder = T * (projections + ffn + T * (qk + v)) + T * (d * qk + v * d + S * (qk + v)) + S * d * (qk + v)
+    return N * (encoder + decoder) + T * d * model["tgt_vocab"]
+
+
+def training_flops(model: dict, src_lens, tgt_lens) -> float:
+    """FLOPs of one training update over sentence pairs of these lengths (sequences or arrays):
+    backward = 2 x forward, and a multiply-accumulate is 2 FLOPs, so 6 x `forward_macs` per pair."""
+    src = np.asarray(src_lens, dtype=np.int64)
+    tgt = np.asarray(tgt_lens, dtype=np.int64)
+    return 6.0 * float(np.sum(forward_macs(model, src, tgt)))

@@ -5,6 +5,12 @@ vocabularies, archives, figures).
 A writer gets temporary paths in the targets' folders, unique to it (two writers running at once
 never share one), writes them, and on success each is flushed to disk, given the permissions of
 an ordinary new file (the umask honoured) and renamed into place; on failure they are removed.
+
+A writer killed outright (kill -9, a node lost) cannot remove its temporary files. Their names
+say whose they were, `.<target>.<host>-<pid>.<random>.tmp`, so the next writer of the same
+target removes them (`remove_leftovers`): those of a process of this host that no longer runs,
+and those of another host untouched for `STALE_AFTER_S`. Scratch folders (`scratch_dir`) are
+named and cleaned the same way.
 """
 
 from __future__ import annotations
@@ -13,10 +19,88 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
+import socket
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+STALE_AFTER_S = 3600  # a leftover of another host untouched this long is a dead writer's
+LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<host>[A-Za-z0-9_-]+)-(?P<pid>\d+)\.[^.]+\.tmp$")
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname().split(".")[0]) or "host"
+
+
+def _owner() -> str:
+    return f"{_host()}-{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _stale(host: str, pid: int, path: Path) -> bool:
+    if host == _host():
+        return pid != os.getpid() and not _alive(pid)
+    try:
+        return time.time() - path.lstat().st_mtime > STALE_AFTER_S
+    except FileNotFoundError:
+        return False
+
+
+def remove_leftovers(
+    folder: str | os.PathLike, name: str | None = None, *, every: bool = False, log: Callable[[str], None] | None = None
+) -> list[Path]:
+    """Remove the temporary files and scratch folders that killed writers left in `folder` (of
+    target `name`, or of any target): those whose writer is gone, or all of them with `every`
+    (for a folder that one job owns, at that job's start). Returns what was removed."""
+    folder = Path(folder)
+    removed = []
+    try:
+        entries = [p for p in folder.iterdir() if p.name.startswith(".") and p.name.endswith(".tmp")]
+    except FileNotFoundError:
+        return removed
+    for path in entries:
+        if not (_every_match(path, name) if every else _stale_match(path, name)):
+            continue
+        size = _size(path)
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        removed.append(path)
+        if log:
+            log(f"removed {path}, {size / 1e6:.1f} MB left by an interrupted write")
+    return removed
+
+
+def _every_match(path: Path, name: str | None) -> bool:
+    """Any temporary entry (of `name`), named the way this module names them or not."""
+    return name is None or path.name.startswith(f".{name}.")
+
+
+def _stale_match(path: Path, name: str | None) -> bool:
+    m = LEFTOVER.match(path.name)
+    return bool(m) and name in (None, m["name"]) and _stale(m["host"], int(m["pid"]), path)
+
+
+def _size(path: Path) -> int:
+    try:
+        if path.is_dir():
+            return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _umask() -> int:
@@ -41,7 +125,7 @@ def _fsync(path: Path) -> None:
 def atomic_paths(*targets: str | os.PathLike) -> Iterator[list[Path]]:
     """Temporary paths for `targets`, renamed into place together once the block succeeds.
 
-    Each is a fresh `.<name>.<random>.tmp` beside its target (so the rename stays on one file
+    Each is a fresh `.<name>.<host>-<pid>.<random>.tmp` beside its target (so the rename stays on one file
     system); the caller writes it (or replaces it). On an exception none of the targets changes.
     """
     finals = [Path(t) for t in targets]
@@ -49,7 +133,8 @@ def atomic_paths(*targets: str | os.PathLike) -> Iterator[list[Path]]:
     try:
         for final in finals:
             final.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp")
+            remove_leftovers(final.parent, final.name)
+            fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.{_owner()}.", suffix=".tmp")
             os.close(fd)
             temps.append(Path(tmp))
         yield temps
@@ -72,6 +157,17 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
     """`atomic_paths` for one target: `with atomic_path(out) as tmp: torch.save(x, tmp)`."""
     with atomic_paths(target) as (tmp,):
         yield tmp
+
+
+@contextlib.contextmanager
+def scratch_dir(target: str | os.PathLike) -> Iterator[Path]:
+    """A scratch folder beside `target` for the intermediate files of its writer, removed afterwards
+    (and, if the writer is killed, by the next writer of `target`)."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    remove_leftovers(target.parent, target.name)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{target.name}.{_owner()}.", suffix=".tmp") as tmp:
+        yield Path(tmp)
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

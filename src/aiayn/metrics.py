@@ -5,7 +5,8 @@ One JSON object per line, of three kinds:
 - start: `{"event": "start", "step", "world_size", "agents", "accumulation", "budget", "params",
   "device_name", "precision", "wall"}`, each time a job (re)starts;
 - progress: `{"step", "loss", "lr", "src_tokens_per_update", "tgt_tokens_per_update",
-  "tgt_tokens_per_s", "tflops", "mfu", "eta_s", "wall"}`, every `log_interval` updates;
+  "flops_per_update", "tgt_tokens_per_s", "tflops", "mfu", "eta_s", "wall"}`, every `log_interval`
+  updates;
 - dev: `{"step", "dev_nll", "dev_ppl", "dev_loss"}`, at every checkpoint.
 
 The trainer appends; `tables` and `figures` read through `read` / `summary`. Pure Python: the
@@ -34,9 +35,28 @@ def kind(record: dict) -> str:
 
 
 def append(path: str | os.PathLike, record: dict) -> None:
+    """Add one record as one line, written by a single `write` to a file opened for appending, so a
+    crash leaves at worst a torn last line; a torn line left by an earlier crash is cut off first,
+    so that the new record starts a line of its own."""
     kind(record)
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record) + "\n")
+    line = (json.dumps(record) + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        size = os.fstat(fd).st_size
+        if size:
+            with open(path, "rb") as f:
+                f.seek(max(0, size - 1))
+                if f.read(1) != b"\n":
+                    _cut_torn_line(path, fd, size)
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def _cut_torn_line(path, fd: int, size: int) -> None:
+    with open(path, "rb") as f:
+        data = f.read(size)
+    os.ftruncate(fd, data.rfind(b"\n") + 1)
 
 
 def _records(path: Path) -> list[dict]:
@@ -74,12 +94,15 @@ def read(path: str | os.PathLike) -> Records:
         if k == "progress":
             rec = {**rec, "hours": (rec["wall"] - first_wall) / 3600 if first_wall is not None else 0.0}
         getattr(out, k).append(rec)
+    out.dev.sort(key=lambda r: r["step"])  # a checkpoint evaluated on resume is recorded after later ones
     return out
 
 
 def summary(path: str | os.PathLike) -> dict:
     """Training facts of a run: step reached, hours trained (summed over its jobs, idle time between
-    jobs excluded), GPUs, device, precision, parameters, target tokens seen, last dev perplexity."""
+    jobs excluded), GPUs, device, precision, parameters, target tokens seen, training FLOPs (counted
+    from the batches, `aiayn.hardware.training_flops`; None for runs that predate the count), and the
+    dev perplexity of the newest evaluated checkpoint."""
     out = {
         "step": 0,
         "hours": 0.0,
@@ -88,13 +111,15 @@ def summary(path: str | os.PathLike) -> dict:
         "precision": None,
         "params": None,
         "tgt_tokens": 0.0,
+        "flops": 0.0,
         "dev_ppl": None,
     }
     path = Path(path)
     if not path.exists():
         return out
     start = last_wall = None
-    prev_step = 0
+    prev_step = dev_step = 0
+    counted = True
     for rec in _records(path):
         k = kind(rec)
         if k == "start":
@@ -109,12 +134,18 @@ def summary(path: str | os.PathLike) -> dict:
             )
         elif k == "progress":
             out["tgt_tokens"] += rec["tgt_tokens_per_update"] * (rec["step"] - prev_step)
+            if "flops_per_update" in rec:
+                out["flops"] += rec["flops_per_update"] * (rec["step"] - prev_step)
+            else:
+                counted = False
             prev_step, last_wall = rec["step"], rec["wall"]
             out["step"] = rec["step"]
-        else:
-            out["dev_ppl"] = rec["dev_ppl"]
+        elif rec["step"] >= dev_step:
+            out["dev_ppl"], dev_step = rec["dev_ppl"], rec["step"]
     if start is not None:
         out["hours"] += (last_wall - start) / 3600
+    if not counted or not out["step"]:
+        out["flops"] = None
     return out
 
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import tarfile
-import tempfile
 from pathlib import Path
 
 from aiayn.corpus import atomic_pair, read_lines
 from aiayn.errors import UserError
 from aiayn.evalb import COLLINS, evalb
-from aiayn.io import atomic_write_text
+from aiayn.io import atomic_write_text, scratch_dir
 from aiayn.trees import Tree, delinearize, linearize, parse_trees, preprocess, read_sections, with_top
 
 
@@ -36,10 +35,10 @@ def write_split(dataset: dict, split: str, out_src, out_tgt, out_gold, archive: 
     pos = dataset.get("pos_tags", "XX")
     if archive:
         Path(out_src).parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=Path(out_src).parent, prefix=".treebank.") as tmp:
+        with scratch_dir(out_src) as tmp:
             with tarfile.open(archive) as tar:
                 tar.extractall(tmp, filter="data")
-            trees = split_trees({**dataset, "treebank": tmp}, split)
+            trees = split_trees({**dataset, "treebank": str(tmp)}, split)
     else:
         trees = split_trees(dataset, split)
     with atomic_pair(out_src, out_tgt) as (fs, ft):

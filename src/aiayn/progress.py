@@ -1,6 +1,7 @@
 """What a training run reports while it runs: the start record, and every `log_interval` updates
 the loss, learning rate, tokens per update and per second, TFLOP/s, MFU and ETA (as a log line and
-as a `metrics.jsonl` record)."""
+as a `metrics.jsonl` record). FLOPs are counted per update from its batches' real lengths
+(`aiayn.hardware.training_flops`): TFLOP/s is what the model computed, MFU that over the GPUs' peak."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import torch
 import torch.distributed as dist
 
 from aiayn.distributed import device_name
-from aiayn.hardware import model_flops, peak_flops
+from aiayn.hardware import peak_flops
 
 
 class Progress:
@@ -26,12 +27,15 @@ class Progress:
     def reset(self) -> None:
         self.loss = torch.zeros((), device=self.t.env.device)
         self.src = self.tgt = 0
+        self.flops = 0.0
         self.mark = time.perf_counter()
         self.steps = 0
 
-    def add(self, loss: torch.Tensor, src: int, tgt: int) -> None:
+    def add(self, loss: torch.Tensor, src: int, tgt: int, flops: float) -> None:
+        """One update: its loss, source and target tokens, and FLOPs (all ranks')."""
         self.loss += loss
         self.src, self.tgt, self.steps = self.src + src, self.tgt + tgt, self.steps + 1
+        self.flops += flops
 
     def record(self, **extra) -> dict:
         """The interval's progress record (all ranks' loss); starts the next interval."""
@@ -44,13 +48,14 @@ class Progress:
         done = self.t.step - self.start_step
         eta = (time.perf_counter() - self.start) / max(done, 1) * (self.total - self.t.step)
         per_update = max(self.steps, 1)
-        tflops = model_flops(self.t.params, self.tgt) / seconds / 1e12 if seconds > 0 else 0.0
+        tflops = self.flops / seconds / 1e12 if seconds > 0 else 0.0
         rec = {
             "step": self.t.step,
             "loss": loss,
             "lr": self.t.scheduler.get_last_lr()[0],
             "src_tokens_per_update": self.src / per_update,
             "tgt_tokens_per_update": self.tgt / per_update,
+            "flops_per_update": self.flops / per_update,
             "tgt_tokens_per_s": tps,
             "tflops": tflops,
             "eta_s": eta,

@@ -129,7 +129,7 @@ def table2(results: Path, experiments: list[dict]) -> list[dict]:
         s = read_score(results, exp["name"], exp["testset"])
         ours = s["tokenized_bleu"]["score"] if s else None
         theirs = exp["paper"].get("bleu")
-        flops = model_flops(m["params"], m["tgt_tokens"]) if m["params"] else None
+        flops = m["flops"] or (model_flops(m["params"], m["tgt_tokens"]) if m["params"] else None)
         peak = peak_flops(m["device"], m["precision"]) if m["device"] else None  # the run's own arithmetic
         run = what_was_run(2, exp, m, s, results, "bleu")
         rows.append(
@@ -299,7 +299,10 @@ def markdown_document(number: int, rows: list[dict]) -> str:
             "sacrebleu: detokenized sacreBLEU; delta = bleu - paper_bleu. Training cost by the paper's footnote 5 "
             "(hours x GPUs x the GPU's FP32 TFLOPS: "
             + ", ".join(f"{k} {v['fp32'] / 1e12:g}" for k, v in PEAKS.items() if "fp32" in v)
-            + "); model_flops = 6 x parameters x target tokens. The paper's Table 2 gives 41.8 for big EN-FR; "
+            + "); model_flops: the training FLOPs counted from every update's batches (encoder on source, decoder "
+            "on target tokens, attention products at the real lengths, output projection; "
+            "aiayn.hardware.training_flops), or 6 x parameters x target tokens for runs recorded before that count. "
+            "The paper's Table 2 gives 41.8 for big EN-FR; "
             "its §6.1 text and abstract say 41.0.\n"
         )
         sigs = sorted({r["sacrebleu_signature"] for r in rows if r["sacrebleu_signature"]})

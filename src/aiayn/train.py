@@ -3,8 +3,15 @@ a checkpoint every `checkpoint_interval` updates, exact auto-resume and graceful
 
 `run()` trains one job. It resumes from the newest readable checkpoint of its folder, writes a
 checkpoint every `checkpoint_interval` updates, and on a stop signal finishes the current update,
-writes a checkpoint and returns EXIT_PREEMPTED, so that the Snakemake rule's retry resumes. Under
-torchrun every rank runs it; the environment says which rank it is (`aiayn.distributed`).
+writes a checkpoint and returns EXIT_PREEMPTED (under Slurm the job is requeued first,
+`aiayn.distributed.requeue`). Under torchrun every rank runs it; the environment says which rank
+it is (`aiayn.distributed`).
+
+A checkpoint carries the identity of its run (`identity`: model, vocabularies, training data and
+every training setting that shapes the weights). A resume whose identity differs, or whose
+checkpoint is past a lowered `steps`, does not continue that run: the old checkpoints and metrics
+are moved aside (never deleted) and training starts afresh, with one line naming what changed.
+Raising `steps` continues the run.
 Checkpoint files: `aiayn.checkpoint`; the metrics file: `aiayn.metrics`; progress lines:
 `aiayn.progress`.
 """
@@ -12,7 +19,9 @@ Checkpoint files: `aiayn.checkpoint`; the metrics file: `aiayn.metrics`; progres
 from __future__ import annotations
 
 import contextlib
+import json
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,9 +31,11 @@ import torch.nn.functional as F
 from aiayn import checkpoint as ckpt
 from aiayn import metrics, precision
 from aiayn.batching import Batcher, Prefetcher, collate, micro_batch_budget
-from aiayn.distributed import Env, stop_requested
+from aiayn.distributed import Env, all_ranks_min, requeue, stop_requested
 from aiayn.encoded import PAD, Corpus
 from aiayn.errors import UserError
+from aiayn.hardware import training_flops
+from aiayn.io import file_sha256, remove_leftovers
 from aiayn.model import ModelConfig, build, count_parameters
 from aiayn.progress import Progress, format_progress, format_start, start_record
 
@@ -58,6 +69,41 @@ def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, eps_ls: floa
     )
 
 
+# training settings that do not shape the weights: changing them continues a run (steps: raising
+# it; a checkpoint past a lowered `steps` starts afresh). max_tokens only splits an update into
+# micro-batches (the resume warns that it is no longer bit-exact).
+OPERATIONAL = frozenset(
+    {"steps", "log_interval", "checkpoint_interval", "keep_checkpoints", "prefetch", "compile", "max_tokens"}
+)
+
+
+def identity(settings: dict, vocabularies: dict, training_data: str | None) -> dict:
+    """What shapes a run's weights: model, vocabulary settings and files, training data (SHA-256 of
+    the encoded file) and the training settings but the OPERATIONAL ones."""
+    return {
+        "model": settings["model"],
+        "vocab": settings["vocab"],
+        "train": {k: v for k, v in settings["train"].items() if k not in OPERATIONAL},
+        "vocabularies": vocabularies,
+        "training_data": training_data,
+    }
+
+
+def differences(old, new, key: str = "") -> list[str]:
+    """`key: old -> new` for each leaf that differs between two nested dicts."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for k in sorted(set(old) | set(new), key=str):
+            out += differences(old.get(k, "(unset)"), new.get(k, "(unset)"), f"{key}.{k}" if key else str(k))
+        return out
+    if old == new:
+        return []
+    short = {"vocabularies": "other sentencepiece models", "training_data": "other encoded training data"}
+    if key.split(".")[0] in short:
+        return [f"{key.split('.')[0]}: {short[key.split('.')[0]]}"]
+    return [f"{key}: {json.dumps(old)} -> {json.dumps(new)}"]
+
+
 @dataclass
 class RunFiles:
     checkpoints: Path
@@ -73,6 +119,7 @@ class Trainer:
         self.train_data, self.dev_data, self.files, self.env, self.log = train, dev, files, env, log
         meta = train.header["meta"]
         self.vocab_id = {"src": meta.get("spm_src_sha256"), "tgt": meta.get("spm_tgt_sha256")}
+        self.identity = identity(settings, self.vocab_id, file_sha256(train.path))
         self.model_cfg = ModelConfig.from_dict(
             {
                 **settings["model"],
@@ -113,11 +160,13 @@ class Trainer:
         )
         self.prefetcher = Prefetcher(self.prepare, depth=self.tr.get("prefetch", 2))
         self.step = 0
+        self.flops_model = self.model_cfg.to_dict()
         self._first_bad = torch.zeros((), dtype=torch.long, device=env.device)  # first non-finite step, 0 = none
 
     def first_nonfinite(self) -> int | None:
-        """First step whose loss was not finite (checked on the device, read only when asked)."""
-        bad = int(self._first_bad.item())
+        """First step whose loss was not finite on any rank (checked on the device, read only when
+        asked; a collective under several processes, so every rank asks at the same update)."""
+        bad = int(all_ranks_min(self._first_bad, self.env, none=0).item())
         return bad or None
 
     # -- state -----------------------------------------------------------------------------------
@@ -135,18 +184,54 @@ class Trainer:
             "data": self.data_plan(),
             "settings": self.settings,
             "vocab": self.vocab_id,
+            "identity": self.identity,
             "world_size": self.env.world_size,
         }
+
+    def changed(self, state: dict) -> list[str]:
+        """Why the checkpoint `state` is not of this run (empty: it is)."""
+        theirs = state.get("identity")
+        if theirs is None:  # written before checkpoints carried their identity
+            theirs = identity(state["settings"], state.get("vocab"), self.identity["training_data"])
+        why = differences(theirs, self.identity)
+        if not why and state["model_config"] != self.model_cfg.to_dict():
+            why = ["the model's shape"]
+        if state["step"] > self.tr["steps"]:
+            why.append(f"train.steps: {state['settings']['train']['steps']} -> {self.tr['steps']}, below its step")
+        return why
+
+    def set_aside(self, step: int, why: list[str]) -> None:
+        """Move the checkpoints and metrics of another run out of the way (rank 0), keeping them."""
+        folder = self.files.checkpoints
+        aside = folder.parent / f"replaced-{time.strftime('%Y%m%d-%H%M%S')}"
+        if self.env.main:
+            n = 1
+            while aside.exists():
+                n += 1
+                aside = folder.parent / f"replaced-{time.strftime('%Y%m%d-%H%M%S')}-{n}"
+            aside.mkdir(parents=True)
+            folder.rename(aside / folder.name)
+            if self.files.metrics.exists():
+                self.files.metrics.rename(aside / self.files.metrics.name)
+            folder.mkdir(parents=True, exist_ok=True)
+        if self.env.world_size > 1:
+            torch.distributed.barrier()
+        self.log(
+            f"{folder}: the checkpoints (newest: step {step}) are of another run ({'; '.join(why)}); "
+            f"moved to {aside}, training from scratch"
+        )
 
     def resume(self) -> None:
         state = ckpt.newest_readable(self.files.checkpoints, self.log)
         if state is None:
             return
         where = f"{self.files.checkpoints}: checkpoint of step {state['step']}"
-        if state["model_config"] != self.model_cfg.to_dict():
-            raise TrainingError(f"{where} is of another model; move the folder away to train this one from scratch")
-        if state.get("vocab") != self.vocab_id:
-            raise TrainingError(f"{where} used other vocabularies; move the folder away to train from scratch")
+        why = self.changed(state)
+        if self.env.world_size > 1:
+            torch.distributed.barrier()  # every rank has read the folder before rank 0 moves it
+        if why:
+            self.set_aside(state["step"], why)
+            return
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -161,6 +246,42 @@ class Trainer:
         self.log(f"resumed from step {self.step}")
         if self.env.main:
             metrics.truncate(self.files.metrics, self.step)
+            self.evaluate_missing(state["model"])
+        if self.env.world_size > 1:
+            torch.distributed.barrier()
+
+    def evaluate_missing(self, weights: dict) -> None:
+        """Evaluate the kept checkpoints (on the grid, up to the resumed step) that have no dev record:
+        a job killed between a checkpoint and its dev pass. The resumed weights are restored after."""
+        if self.dev_data is None:
+            return
+        have = {r["step"] for r in metrics.read(self.files.metrics).dev}
+        tr = self.tr
+        todo = [
+            (step, path)
+            for step, path in ckpt.list_checkpoints(self.files.checkpoints)
+            if step <= self.step and step not in have and ckpt.on_grid(step, tr["checkpoint_interval"], tr["steps"])
+        ]
+        loaded = False
+        for step, path in sorted(todo):
+            if step != self.step:
+                try:
+                    self.model.load_state_dict(ckpt.load(path)["model"])
+                except ckpt.CheckpointError as exc:
+                    self.log(f"warning: {exc}; its dev record stays missing")
+                    continue
+                loaded = True
+            elif loaded:
+                self.model.load_state_dict(weights)
+                loaded = False
+            self.log_dev(step, self.evaluate(), note=" (evaluated on resume)")
+        if loaded:
+            self.model.load_state_dict(weights)
+
+    def log_dev(self, step: int, dev: dict, note: str = "") -> None:
+        if dev:
+            metrics.append(self.files.metrics, {"step": step, **dev})
+            self.log(f"step {step} dev nll {dev['dev_nll']:.4f} ppl {dev['dev_ppl']:.2f}{note}")
 
     def save(self) -> Path:
         path = ckpt.step_path(self.files.checkpoints, self.step)
@@ -171,18 +292,22 @@ class Trainer:
         return path
 
     # -- one update --------------------------------------------------------------------------------
-    def prepare(self, step: int) -> tuple[list, int, int]:
-        """Update `step`'s data: this rank's collated micro-batches, and the tokens of all ranks (src, tgt).
-        Runs in the prefetch thread."""
+    def prepare(self, step: int) -> tuple[list, int, int, float]:
+        """Update `step`'s data: this rank's collated micro-batches, and of all ranks the tokens (src,
+        tgt) and the update's FLOPs at the real lengths. Runs in the prefetch thread."""
         micro = self.batcher.update(step)
-        src_tokens = sum(int(self.batcher.src_len[b].sum()) for b in micro)
-        tgt_tokens = sum(int(self.batcher.tgt_len[b].sum()) for b in micro)
+        src_len = [self.batcher.src_len[b] for b in micro]
+        tgt_len = [self.batcher.tgt_len[b] for b in micro]
+        src_tokens = sum(int(n.sum()) for n in src_len)
+        tgt_tokens = sum(int(n.sum()) for n in tgt_len)
+        flops = sum(training_flops(self.flops_model, s, t) for s, t in zip(src_len, tgt_len))
         mine = micro[self.env.rank * self.accumulation : (self.env.rank + 1) * self.accumulation]
-        return [collate(self.train_data, indices) for indices in mine], src_tokens, tgt_tokens
+        return [collate(self.train_data, indices) for indices in mine], src_tokens, tgt_tokens, flops
 
-    def update(self) -> tuple[torch.Tensor, int, int]:
-        """One optimizer step over this rank's micro-batches; returns (summed loss, src and tgt tokens of all ranks)."""
-        mine, src_tokens, tgt_tokens = self.prefetcher.get(self.step + 1)
+    def update(self) -> tuple[torch.Tensor, int, int, float]:
+        """One optimizer step over this rank's micro-batches; returns (summed loss, src and tgt tokens
+        and FLOPs of all ranks)."""
+        mine, src_tokens, tgt_tokens, flops = self.prefetcher.get(self.step + 1)
         module = self.forward
         self.optimizer.zero_grad(set_to_none=True)
         total = torch.zeros((), device=self.env.device)
@@ -202,11 +327,13 @@ class Trainer:
             self.scaler.unscale_(self.optimizer)
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.tr["clip_norm"])
         self.step += 1
+        applied = True
         if self.scaler.is_enabled():  # fp16: the scaler skips overflowing updates itself
             scale = self.scaler.get_scale()
             self.scaler.step(self.optimizer)
             self.scaler.update()
-            if self.scaler.get_scale() < scale:
+            if self.scaler.get_scale() < scale:  # the scale drops exactly when an update was skipped
+                applied = False
                 self.log(
                     f"step {self.step}: fp16 overflow, update skipped (loss scale now {self.scaler.get_scale():g})"
                 )
@@ -214,8 +341,9 @@ class Trainer:
             self.optimizer.step()
             bad = ~torch.isfinite(total) & (self._first_bad == 0)
             self._first_bad = torch.where(bad, torch.full_like(self._first_bad, self.step), self._first_bad)
-        self.scheduler.step()
-        return total, src_tokens, tgt_tokens
+        if applied:  # the §5.3 schedule counts the updates that were made
+            self.scheduler.step()
+        return total, src_tokens, tgt_tokens, flops
 
     def autocast(self):
         return precision.autocast(self.env.device, self.arithmetic)
@@ -255,6 +383,10 @@ def run(trainer: Trainer, stop, *, max_updates: int | None = None) -> int:
 def _run(trainer: Trainer, stop, max_updates: int | None) -> int:
     t, env, total, files = trainer, trainer.env, trainer.tr["steps"], trainer.files
     files.checkpoints.mkdir(parents=True, exist_ok=True)
+    if env.main:  # this job owns the folder: a temporary file in it is a killed write's
+        remove_leftovers(files.checkpoints, every=True, log=t.log)
+    if env.world_size > 1:
+        torch.distributed.barrier()
     t.resume()
     if env.main:
         rec = start_record(t)
@@ -264,9 +396,9 @@ def _run(trainer: Trainer, stop, max_updates: int | None) -> int:
     left = max_updates if max_updates is not None else total
     t.model.train()
     while t.step < total and left > 0:
-        loss, src, tgt = t.update()
+        loss, src, tgt, flops = t.update()
         left -= 1
-        progress.add(loss, src, tgt)
+        progress.add(loss, src, tgt, flops)
         at_log = t.step % t.tr["log_interval"] == 0 or t.step == total
         at_checkpoint = t.step % t.tr["checkpoint_interval"] == 0 or t.step == total
         if (at_log or at_checkpoint) and t.first_nonfinite() is not None:
@@ -285,7 +417,10 @@ def _run(trainer: Trainer, stop, max_updates: int | None) -> int:
         if stop_requested(stop, env, t.step):
             if not at_checkpoint:
                 t.save()
-            t.log(f"stop signal: checkpoint of step {t.step} written; run again to resume (exit {EXIT_PREEMPTED})")
+            if env.world_size > 1:
+                torch.distributed.barrier()  # the checkpoint is on disk before the job is requeued
+            again = requeue(env, t.log)
+            t.log(f"stop signal: checkpoint of step {t.step} written; {again} (exit {EXIT_PREEMPTED})")
             return EXIT_PREEMPTED
     if t.step >= total and env.main:
         ckpt.copy(ckpt.step_path(files.checkpoints, t.step), files.out)
@@ -307,9 +442,6 @@ def seed_dropout(seed: int, micro_batch: int, device: torch.device) -> None:
 def checkpoint_and_evaluate(t: Trainer) -> None:
     t.save()
     if t.env.main:
-        dev = t.evaluate()
-        if dev:
-            metrics.append(t.files.metrics, {"step": t.step, **dev})
-            t.log(f"step {t.step} dev nll {dev['dev_nll']:.4f} ppl {dev['dev_ppl']:.2f}")
+        t.log_dev(t.step, t.evaluate())
     if t.env.world_size > 1:
         torch.distributed.barrier()

@@ -6,14 +6,13 @@ PAD 0, UNK 1, BOS 2, EOS 3 (aiayn.encoded); the model's padding id is 0.
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import sentencepiece as spm
 
 from aiayn.encoded import BOS, EOS, PAD, UNK
 from aiayn.errors import UserError
-from aiayn.io import atomic_paths
+from aiayn.io import atomic_paths, scratch_dir
 
 
 def load(path: str | os.PathLike) -> spm.SentencePieceProcessor:
@@ -60,7 +59,7 @@ def train(
     # sentencepiece names its two files after a prefix: train in a private folder, then move them
     with (
         atomic_paths(out, out.with_suffix(".vocab")) as (model, pieces),
-        tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.") as scratch,
+        scratch_dir(out) as scratch,
     ):
         prefix = Path(scratch) / "spm"
         try:

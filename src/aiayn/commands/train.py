@@ -1,7 +1,8 @@
 """`python -m aiayn train` (or `torchrun ... -m aiayn train`): train one experiment (§5).
 
-Resumes from the newest readable checkpoint in --checkpoints; exits 75 after writing a
-checkpoint when SIGTERM/SIGUSR1 arrives (run it again to resume), 3 on a non-finite loss.
+Resumes from the newest readable checkpoint in --checkpoints when it is of the same run (see
+`aiayn.train`); exits 75 after writing a checkpoint when SIGTERM/SIGUSR1 arrives (under Slurm the
+job is requeued; elsewhere run it again to resume), 3 on a non-finite loss, 2 on a user error.
 """
 
 from __future__ import annotations
@@ -40,6 +41,17 @@ def check_vocabulary(corpus, side: str, spm_path: str | None) -> None:
         )
 
 
+def check_same_vocabularies(train, dev) -> None:
+    """A dev set encoded with other vocabularies gives a meaningless perplexity: refuse it."""
+    for side in ("src", "tgt"):
+        want, got = (c.header["meta"].get(f"spm_{side}_sha256") for c in (train, dev))
+        if want and got and want != got:
+            raise UserError(
+                f"{dev.path} was encoded with another {side} vocabulary than {train.path}; "
+                "encode both with the same sentencepiece models (rerun `snakemake data`)"
+            )
+
+
 def run(args) -> int:
     try:
         text = Path(args.settings).read_text(encoding="utf-8")
@@ -50,6 +62,8 @@ def run(args) -> int:
     dev = encoded.read(args.dev) if args.dev else None
     check_vocabulary(train, "src", args.spm_src)
     check_vocabulary(train, "tgt", args.spm_tgt)
+    if dev is not None:
+        check_same_vocabularies(train, dev)
     env = setup(args.device)
     checkpoints = Path(args.checkpoints)
     files = RunFiles(

@@ -1,0 +1,217 @@
+"""A run is what its settings say: a resume continues only the same run (identity in the
+checkpoint), loses no dev evaluation, falls back to an older checkpoint only on corruption,
+cleans what killed writes left, and agrees across processes on a non-finite loss."""
+
+from __future__ import annotations
+
+import errno
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import toy
+from test_train import (
+    assert_same_weights,
+    command,
+    env_for_subprocess,
+    final_weights,
+    free_port,
+    make_trainer,
+    train_in_process,
+)
+
+from aiayn import checkpoint, encoded, metrics
+from aiayn.errors import UserError
+from aiayn.train import EXIT_DONE, EXIT_NONFINITE, rate, run
+
+
+def test_changed_settings_start_afresh_and_keep_the_old_run(tmp_path):
+    old = toy.settings(steps=8)
+    assert train_in_process(tmp_path / "run", old) == EXIT_DONE
+    old_weights = final_weights(tmp_path / "run")
+    new = toy.settings(steps=8, eps_ls=0.0, seed=7)
+    messages = []
+    assert run(make_trainer(tmp_path / "run", new, log=messages.append), False) == EXIT_DONE
+    said = [m for m in messages if "of another run" in m]
+    assert len(said) == 1 and "train.eps_ls: 0.1 -> 0.0; train.seed: 1 -> 7" in said[0], messages
+    assert not any("resumed" in m for m in messages)
+    # the new model is the new settings' own, trained from scratch; the old run is kept whole
+    assert train_in_process(tmp_path / "fresh", new) == EXIT_DONE
+    assert_same_weights(final_weights(tmp_path / "run"), final_weights(tmp_path / "fresh"))
+    (aside,) = (tmp_path / "run").glob("replaced-*")
+    assert_same_weights(checkpoint.load(aside / "checkpoints" / "last.pt")["model"], old_weights)
+    assert metrics.summary(aside / "metrics.jsonl")["step"] == 8
+    assert metrics.read(tmp_path / "run" / "metrics.jsonl").start[0]["step"] == 0  # one run per metrics file
+
+
+def test_another_model_or_lowered_steps_start_afresh(tmp_path):
+    assert train_in_process(tmp_path, toy.settings(steps=8)) == EXIT_DONE
+    wider = toy.settings(steps=8)
+    wider["model"]["d_ff"] = 128
+    messages = []
+    assert run(make_trainer(tmp_path, wider, log=messages.append), False) == EXIT_DONE
+    assert any("model.d_ff: 64 -> 128" in m for m in messages)
+    assert checkpoint.load(tmp_path / "checkpoints" / "last.pt")["model_config"]["d_ff"] == 128
+
+    messages = []
+    assert run(make_trainer(tmp_path, {**wider, "train": {**wider["train"], "steps": 4}}, log=messages.append), 0) == 0
+    assert any("train.steps: 8 -> 4, below its step" in m for m in messages)
+    assert checkpoint.load(tmp_path / "checkpoints" / "last.pt")["step"] == 4
+    assert len(list(tmp_path.glob("replaced-*"))) == 2
+
+
+def test_raising_steps_or_changing_what_does_not_shape_the_weights_continues(tmp_path):
+    assert train_in_process(tmp_path / "straight", toy.settings(steps=12)) == EXIT_DONE
+    assert train_in_process(tmp_path / "raised", toy.settings(steps=8)) == EXIT_DONE
+    messages = []
+    longer = toy.settings(steps=12, log_interval=3, keep_checkpoints=2, prefetch=0)
+    assert run(make_trainer(tmp_path / "raised", longer, log=messages.append), False) == EXIT_DONE
+    assert "resumed from step 8" in messages and not list((tmp_path / "raised").glob("replaced-*"))
+    assert_same_weights(final_weights(tmp_path / "straight"), final_weights(tmp_path / "raised"))
+
+
+def test_other_training_data_is_another_run(tmp_path):
+    assert train_in_process(tmp_path, toy.settings(steps=4)) == EXIT_DONE
+    toy.corpus(tmp_path / "train.bin", n=200, seed=5)
+    messages = []
+    assert run(make_trainer(tmp_path, toy.settings(steps=4), log=messages.append), False) == EXIT_DONE
+    assert any("training_data: other encoded training data" in m for m in messages)
+
+
+def test_a_dev_set_of_other_vocabularies_is_refused(tmp_path):
+    from aiayn.commands.train import check_same_vocabularies
+
+    def corpus(name, sha):
+        src, tgt = encoded.from_sequences([[5, 6]], [[6, 5]])
+        meta = {"src_vocab": 24, "tgt_vocab": 24, "spm_src_sha256": sha, "spm_tgt_sha256": sha}
+        return encoded.read(encoded.write(tmp_path / name, src, tgt, dtype="<u2", meta=meta) and tmp_path / name)
+
+    check_same_vocabularies(corpus("train.bin", "aa"), corpus("dev.bin", "aa"))
+    with pytest.raises(UserError, match="dev-other.bin was encoded with another src vocabulary than"):
+        check_same_vocabularies(corpus("train.bin", "aa"), corpus("dev-other.bin", "bb"))
+
+
+class KilledAt(Exception):
+    pass
+
+
+def test_a_checkpoint_whose_dev_pass_was_killed_is_evaluated_on_resume(tmp_path, monkeypatch):
+    settings = toy.settings(steps=8, checkpoint_interval=4)
+    assert train_in_process(tmp_path / "straight", settings) == EXIT_DONE
+    killed = make_trainer(tmp_path / "killed", settings)
+    evaluate = killed.evaluate
+
+    def dies_at_the_final_checkpoint():
+        if killed.step == 8:
+            raise KilledAt("kill -9 between the final checkpoint and its dev pass")
+        return evaluate()
+
+    killed.evaluate = dies_at_the_final_checkpoint
+    with pytest.raises(KilledAt):
+        run(killed, False)
+    assert (tmp_path / "killed/checkpoints/checkpoint_0000008.pt").exists()
+    assert (
+        metrics.summary(tmp_path / "killed/metrics.jsonl")["dev_ppl"]
+        != metrics.summary(tmp_path / "straight/metrics.jsonl")["dev_ppl"]
+    )  # what Table 3 would have shown: step 4's perplexity
+    messages = []
+    assert run(make_trainer(tmp_path / "killed", settings, log=messages.append), False) == EXIT_DONE
+    assert any(m.startswith("step 8 dev nll") and m.endswith("(evaluated on resume)") for m in messages)
+    ours, straight = (metrics.read(tmp_path / d / "metrics.jsonl").dev for d in ("killed", "straight"))
+    assert [(r["step"], r["dev_ppl"]) for r in ours] == [(r["step"], r["dev_ppl"]) for r in straight]
+    assert_same_weights(final_weights(tmp_path / "straight"), final_weights(tmp_path / "killed"))
+
+
+def test_a_torn_metrics_line_does_not_stop_a_resume(tmp_path):
+    settings = toy.settings(steps=8, checkpoint_interval=4)
+    assert train_in_process(tmp_path, settings, max_updates=6) == EXIT_DONE
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(path.read_text() + '{"step": 7, "lo')
+    assert train_in_process(tmp_path, settings) == EXIT_DONE
+    assert [json.loads(line)["step"] for line in path.read_text().splitlines()][-1] == 8
+
+
+def test_killed_checkpoint_writes_are_cleaned_at_the_next_start(tmp_path):
+    settings = toy.settings(steps=4)
+    folder = tmp_path / "checkpoints"
+    folder.mkdir(parents=True)
+    ours = folder / ".checkpoint_0000004.pt.othernode-77.k2j4.tmp"  # a kill on another node, GBs at scale
+    older = folder / ".checkpoint_0000002.pt.x1y2z3.tmp"  # named as before the owner was in the name
+    for p in (ours, older):
+        p.write_bytes(b"\0" * 1000)
+    messages = []
+    assert run(make_trainer(tmp_path, settings, log=messages.append), False) == EXIT_DONE
+    assert not ours.exists() and not older.exists()
+    assert sum("left by an interrupted write" in m for m in messages) == 2
+
+
+def test_only_a_corrupt_checkpoint_is_fallen_back_from(tmp_path, monkeypatch):
+    settings = toy.settings(steps=8, checkpoint_interval=4)
+    assert train_in_process(tmp_path, settings, max_updates=8) == EXIT_DONE
+    real_load = torch.load
+
+    def eio(path, *a, **k):
+        if str(path).endswith("checkpoint_0000008.pt"):
+            raise OSError(errno.EIO, "Input/output error")
+        return real_load(path, *a, **k)
+
+    monkeypatch.setattr(torch, "load", eio)
+    with pytest.raises(checkpoint.CheckpointReadError, match="checkpoint_0000008.pt: reading failed"):
+        make_trainer(tmp_path, settings).resume()
+
+    # an I/O error that torch wraps into its own: found by reading the file plainly
+    monkeypatch.setattr(torch, "load", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("failed reading")))
+    monkeypatch.setattr(checkpoint, "_probe", lambda p: (_ for _ in ()).throw(OSError(errno.EIO, "I/O error")))
+    with pytest.raises(checkpoint.CheckpointReadError):
+        make_trainer(tmp_path, settings).resume()
+
+
+def test_fp16_skipped_updates_do_not_advance_the_schedule(tmp_path):
+    trainer = make_trainer(tmp_path, toy.settings(steps=4))
+    trainer.scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    hook = trainer.model.decoder[0].ffn.W_2.bias.register_hook(lambda g: torch.full_like(g, float("inf")))
+    trainer.update()
+    hook.remove()
+    assert trainer.step == 1 and trainer.scheduler.last_epoch == 0  # skipped: the schedule did not move
+    d_model, warmup = trainer.model_cfg.d_model, trainer.tr["warmup_steps"]
+    assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(rate(1, d_model, warmup))
+    trainer.update()  # the first applied update ran at the rate of update 1
+    assert trainer.scheduler.last_epoch == 1
+    assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(rate(2, d_model, warmup))
+
+
+NAN_ON_RANK_1 = textwrap.dedent(
+    """
+    import os, sys
+    import aiayn.train as train
+    real = train.label_smoothed_loss
+    def loss(logits, target, eps):
+        out = real(logits, target, eps)
+        if os.environ["RANK"] == "1" and int(os.environ["AIAYN_TEST_CALLS"]) == 3:
+            out = out * float("inf")
+        os.environ["AIAYN_TEST_CALLS"] = str(int(os.environ["AIAYN_TEST_CALLS"]) + 1)
+        return out
+    train.label_smoothed_loss = loss
+    from aiayn.cli import main
+    sys.exit(main(sys.argv[1:]))
+    """
+)
+
+
+def test_a_nonfinite_loss_on_one_rank_stops_every_rank(tmp_path):
+    """Rank 1's loss alone is infinite at update 4: both ranks stop there with exit 3, instead of rank 0
+    training on into an all-reduce that rank 1 never joins (a hang until the NCCL/gloo timeout)."""
+    settings = toy.settings(steps=40, tokens_per_update=400, max_tokens=200, log_interval=1)
+    args = command(tmp_path, settings)
+    script = tmp_path / "nan_on_rank_1.py"
+    script.write_text(NAN_ON_RANK_1)
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2"]
+    torchrun += ["--master-addr", "127.0.0.1", "--master-port", str(free_port()), str(script)]
+    env = {**env_for_subprocess(), "AIAYN_TEST_CALLS": "0"}
+    done = subprocess.run([*torchrun, *args[2:]], env=env, capture_output=True, text=True, timeout=240)
+    assert "the loss is not finite at step 4" in done.stdout, done.stdout + done.stderr[-3000:]
+    assert done.returncode != 0 and done.stderr.count(f"exitcode  : {EXIT_NONFINITE} ") == 2  # both ranks
+    assert not list((tmp_path / "checkpoints").glob("checkpoint_*.pt"))
