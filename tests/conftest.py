@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import subprocess
@@ -19,6 +20,15 @@ SHARED = ROOT.parent / "shared"
 @pytest.fixture(scope="session")
 def paper_config() -> dict:
     return yaml.safe_load((ROOT / "config.yaml").read_text())
+
+
+def with_treebank(config: dict, path: str = "/data/ptb3") -> dict:
+    """A copy of `config` whose parsing datasets name a Penn Treebank (the default config has none)."""
+    config = copy.deepcopy(config)
+    for ds in config["datasets"].values():
+        if ds["task"] == "parsing":
+            ds["treebank"] = path
+    return config
 
 
 def snakemake(*args: str, cwd: Path = ROOT, timeout: int = 300) -> subprocess.CompletedProcess:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import copy
-
 import pytest
+from conftest import with_treebank
 
 from aiayn import config as cfg
 from aiayn.config import ConfigError
@@ -14,7 +13,7 @@ from aiayn.study import Study
 
 @pytest.fixture(scope="module")
 def study(paper_config):
-    return Study(cfg.validate(paper_config))
+    return Study(cfg.validate(with_treebank(paper_config)))
 
 
 def test_table_membership(study):
@@ -64,7 +63,7 @@ def test_archives(study):
 
 
 def test_average_needs_kept_checkpoints(paper_config):
-    config = copy.deepcopy(paper_config)
+    config = with_treebank(paper_config)
     config["training"]["keep_checkpoints"] = 10
     with pytest.raises(ConfigError, match="experiments.big-en-de: averages 20 checkpoints but keeps only 10"):
         Study(cfg.validate(config))
@@ -97,12 +96,12 @@ def test_launcher():
 
 
 def test_semi_supervised_parser_without_extra_corpora_is_left_out(paper_config):
-    study = Study(cfg.validate(paper_config))
+    study = Study(cfg.validate(with_treebank(paper_config)))
     assert "parse-semi" not in study.experiments
     assert "datasets.wsj-semi is semi-supervised (§6.3) but its extra_corpora is empty" in study.skipped["parse-semi"]
     with pytest.raises(ConfigError, match="experiments.parse-semi is left out: datasets.wsj-semi"):
         study.experiment("parse-semi")
-    config = copy.deepcopy(paper_config)
+    config = with_treebank(paper_config)
     config["datasets"]["wsj-semi"]["extra_corpora"] = ["/data/berkeley-parsed.mrg"]
     study = Study(cfg.validate(config))
     assert study.in_table(4) == ["parse-wsj", "parse-semi"] and study.skipped == {}
@@ -127,7 +126,7 @@ def test_a_tuning_grid_becomes_candidate_experiments(study):
 
 
 def test_a_tuned_experiment_must_decode_its_last_checkpoint(paper_config):
-    config = copy.deepcopy(paper_config)
+    config = with_treebank(paper_config)
     config["experiments"]["base-en-de"]["tune"] = {"P_drop": [0.1, 0.2]}
     with pytest.raises(ConfigError, match="experiments.base-en-de.tune: .* set average: 1"):
         Study(cfg.validate(config))

@@ -12,13 +12,16 @@ import yaml
 from conftest import ROOT, job_counts, planned_jobs, snakemake
 
 N_EXPERIMENTS = 4 + 18 + 1  # Table 2, Table 3's new rows, Table 4 (parse-semi waits for extra corpora)
+# the paper study with a treebank configured (the default config has none: the Penn Treebank is licensed)
+WITH_TREEBANK = 'datasets={"wsj": {"treebank": "/data/ptb3"}, "wsj-semi": {"treebank": "/data/ptb3"}}'
 N_CANDIDATES = 6  # parse-wsj's §6.3 selection on WSJ 22: P_drop 0.1/0.2/0.3 x lr_scale 0.5/1.0
 N_TRAINED = N_EXPERIMENTS - 1 + N_CANDIDATES  # parse-wsj takes its best candidate's model
+N_TRAINED_AS_TYPED = N_EXPERIMENTS - 1  # the default config, without a treebank: the WMT study
 
 
 @pytest.fixture(scope="module")
 def plan():
-    run = snakemake("-n", "-p", "--cores", "8")
+    run = snakemake("-n", "-p", "--cores", "8", "--config", WITH_TREEBANK)
     assert run.returncode == 0, run.stderr[-3000:]
     return planned_jobs(run.stdout + run.stderr)
 
@@ -90,15 +93,36 @@ def test_partial_targets(target, rules):
         assert "train" not in counts
 
 
-def test_semi_supervised_parser_waits_for_its_corpora(tmp_path):
-    """The default config lists no extra corpora: parse-semi is left out with a notice naming the key;
-    once corpora are listed it is planned."""
+def test_without_a_treebank_the_typed_command_plans_only_what_can_run():
+    """The default config has no Penn Treebank: `snakemake` plans the WMT study without Table 4's
+    branch (no job that would fail at once and stop the rest), with one notice per parsing experiment
+    naming the key; `snakemake table4` stops with the same reason."""
+    run = snakemake("-n", "-p", "--cores", "8")
+    assert run.returncode == 0, run.stderr[-2000:]
+    out = run.stdout + run.stderr
+    assert "config: experiments.parse-wsj is left out: datasets.wsj.treebank is not set" in out
+    counts = job_counts(planned_jobs(out))
+    assert "prepare_treebank" not in counts and "select" not in counts and counts["table"] == 2
+    assert counts["train"] == N_TRAINED_AS_TYPED and counts["train_vocab"] == 2
     run = snakemake("-n", "--cores", "1", "table4")
+    assert run.returncode != 0
+    said = " ".join((run.stdout + run.stderr).split())  # Snakemake wraps long messages
+    assert (
+        "Table 4: no experiment of it runs as configured; experiments.parse-wsj is left out: datasets.wsj.treebank"
+        in said
+    )
+
+
+def test_semi_supervised_parser_waits_for_its_corpora(tmp_path):
+    """Without extra corpora parse-semi is left out with a notice naming the key; once corpora are
+    listed it is planned."""
+    run = snakemake("-n", "--cores", "1", "table4", "--config", WITH_TREEBANK)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "config: experiments.parse-semi is left out: datasets.wsj-semi" in run.stdout + run.stderr
     assert "parse-semi" not in run.stdout.replace("experiments.parse-semi is left out", "")
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
     config["datasets"]["wsj-semi"]["extra_corpora"] = [str(tmp_path / "parsed.mrg")]
+    config["datasets"]["wsj"]["treebank"] = config["datasets"]["wsj-semi"]["treebank"] = str(tmp_path)
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     run = snakemake("-n", "-p", "--cores", "1", "table4", "--configfile", str(tmp_path / "config.yaml"))
     assert run.returncode == 0, run.stderr[-2000:]
@@ -125,7 +149,7 @@ def test_dry_run_with_slurm_profile_as_typed():
     assert run.returncode == 0, run.stderr[-3000:]
     jobs = planned_jobs(run.stdout + run.stderr)
     train = [j for j in jobs if j["rule"] == "train"]
-    assert len(train) == N_TRAINED
+    assert len(train) == N_TRAINED_AS_TYPED
     assert all(j["resources"]["gpu"] == "8" for j in train)  # the profile's GPUs per training job
     assert all("torchrun --standalone --nnodes 1 --nproc-per-node 8 -m aiayn train" in j["shell"] for j in train)
     profile = yaml.safe_load((ROOT / "profiles/slurm/config.yaml").read_text())
@@ -149,7 +173,7 @@ def test_multi_node_training_through_the_slurm_profile():
     )
     assert run.returncode == 0, run.stderr[-3000:]
     train = [j for j in planned_jobs(run.stdout + run.stderr) if j["rule"] == "train"]
-    assert len(train) == N_TRAINED
+    assert len(train) == N_TRAINED_AS_TYPED
     assert all(
         "srun -n 2 --ntasks-per-node 1 --gpus-per-task 8 torchrun --nnodes 2 --nproc-per-node 8" in j["shell"]
         for j in train

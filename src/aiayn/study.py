@@ -101,6 +101,12 @@ class Study:
     def _cannot_run(self, name: str) -> str | None:
         ds_name = self.config["experiments"][name]["dataset"]
         ds = self.config["datasets"][ds_name]
+        if ds["task"] == "parsing" and not ds.get("treebank") and not ds.get("treebank_archive"):
+            return (
+                f"experiments.{name} is left out: datasets.{ds_name}.treebank is not set; the parsing "
+                "experiments (Table 4) need your licensed copy of the Penn Treebank 3 (LDC99T42): set it to "
+                "the folder holding parsed/mrg/wsj"
+            )
         if ds.get("semi_supervised") and not ds.get("extra_corpora"):
             return (
                 f"experiments.{name} is left out: datasets.{ds_name} is semi-supervised (§6.3) but its "
@@ -158,6 +164,17 @@ class Study:
         exp = self.experiment(name)
         keys = ("name", "preset", "dataset", "task", "model", "train", "vocab")
         return {k: copy.deepcopy(exp[k]) for k in keys}
+
+    def why_no_table(self, table: int) -> str | None:
+        """Why Table `table` has nothing to run (its experiments all left out), or None."""
+        if any(table in e["tables"] for e in self.experiments.values()):
+            return None
+        left_out = [
+            self.skipped[n]
+            for n, e in self.config["experiments"].items()
+            if n in self.skipped and table in e.get("tables", [])
+        ]
+        return "; ".join([f"Table {table}: no experiment of it runs as configured", *left_out])
 
     def in_table(self, table: int) -> list[str]:
         """Experiments reported in Table `table`, in config order."""

@@ -126,6 +126,14 @@ def get_treebank_archive(wildcards):
     return [LAYOUT.download(STUDY.archive_file(name))] if name else []
 
 
+def get_table_scores(table):
+    """The scores a table reads; a table none of whose experiments runs stops with the reason."""
+    reason = STUDY.why_no_table(table)
+    if reason:
+        raise WorkflowError(reason)
+    return [LAYOUT.score(e.experiment, e.testset) for e in STUDY.evaluations(table)]
+
+
 def get_candidates(experiment):
     """The select command's --candidates: each candidate's setting, dev score, model and metrics."""
     dev = STUDY.dataset(STUDY.experiment(experiment)["dataset"])["dev"]

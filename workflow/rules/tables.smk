@@ -5,9 +5,7 @@ localrules:
 
 rule table:
     input:
-        scores=lambda w: [
-            LAYOUT.score(e.experiment, e.testset) for e in STUDY.evaluations(int(w.n))
-        ],
+        scores=lambda w: get_table_scores(int(w.n)),
     output:
         md=LAYOUT.table("{n}", "md"),
         csv=report(
