@@ -126,3 +126,16 @@ def test_a_writer_removes_what_killed_writers_of_its_target_left(tmp_path):
     with io.scratch_dir(tmp_path / "train.bin") as scratch:
         assert scratch.name.startswith(f".train.bin.{here}-{os.getpid()}.")
     assert not dead_dir.exists() and not any(p.name.startswith(".train.bin") for p in tmp_path.iterdir())
+
+
+def test_a_stop_is_recorded_and_ends_that_jobs_hours(tmp_path):
+    path = records(
+        tmp_path / "m.jsonl",
+        START,
+        {"step": 2, "loss": 1.0, "tgt_tokens_per_update": 5, "wall": 1800.0},
+        {"event": "stop", "step": 3, "reason": "stop signal (SIGTERM)", "wall": 3600.0},
+        {**START, "step": 3, "wall": 10000.0},  # the requeued job, hours later
+        {"step": 4, "loss": 1.0, "tgt_tokens_per_update": 5, "wall": 13600.0},
+    )
+    assert [r["step"] for r in metrics.read(path).stop] == [3]
+    assert metrics.summary(path)["hours"] == pytest.approx(2.0) and metrics.summary(path)["dev_ppl"] is None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -24,6 +25,7 @@ from test_train import (
 )
 
 from aiayn import checkpoint, encoded, metrics
+from aiayn.distributed import Deadline
 from aiayn.errors import UserError
 from aiayn.train import EXIT_DONE, EXIT_NONFINITE, rate, run
 
@@ -215,3 +217,62 @@ def test_a_nonfinite_loss_on_one_rank_stops_every_rank(tmp_path):
     assert "the loss is not finite at step 4" in done.stdout, done.stdout + done.stderr[-3000:]
     assert done.returncode != 0 and done.stderr.count(f"exitcode  : {EXIT_NONFINITE} ") == 2  # both ranks
     assert not list((tmp_path / "checkpoints").glob("checkpoint_*.pt"))
+
+
+FAKE_SQUEUE = """#!/bin/sh
+# squeue -h -j JOB -o %e: the job ends {ahead} seconds after this call
+date -d "+{ahead} seconds" +%Y-%m-%dT%H:%M:%S
+"""
+FAKE_SCONTROL = """#!/bin/sh
+echo "$@" >> {record}
+"""
+
+
+def test_a_slurm_job_checkpoints_before_its_time_limit_and_requeues_itself(tmp_path):
+    """In a Slurm job the trainer reads the job's end (squeue) and stops --stop-margin seconds before
+    it: checkpoint, `scontrol requeue <job>`, exit 75; the requeued job resumes to the same weights."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "squeue").write_text(FAKE_SQUEUE.format(ahead=100 + 2))
+    (bin_ / "scontrol").write_text(FAKE_SCONTROL.format(record=tmp_path / "scontrol.calls"))
+    for tool in ("squeue", "scontrol"):
+        (bin_ / tool).chmod(0o755)
+    settings = toy.settings(steps=1500, checkpoint_interval=500, log_interval=100)
+    args = command(tmp_path / "run", settings)
+    env = {**env_for_subprocess(), "PATH": f"{bin_}:{os.environ['PATH']}", "SLURM_JOB_ID": "4242"}
+    first = subprocess.run(
+        [sys.executable, *args, "--stop-margin", "100"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert first.returncode == 75, first.stdout + first.stderr
+    assert "Slurm job 4242 reaches its time limit in 100 s or less: checkpoint of step" in first.stdout
+    assert "Slurm job 4242 requeued, it resumes when it runs again (exit 75)" in first.stdout
+    assert (tmp_path / "scontrol.calls").read_text() == "requeue 4242\n"
+    (stopped,) = checkpoint.list_checkpoints(tmp_path / "run" / "checkpoints")
+    assert 0 < stopped[0] < 1500
+    (stop,) = metrics.read(tmp_path / "run" / "metrics.jsonl").stop  # kept where a requeue replaces the log
+    assert stop["step"] == stopped[0] and stop["reason"] == "Slurm job 4242 reaches its time limit in 100 s or less"
+    (bin_ / "squeue").write_text(FAKE_SQUEUE.format(ahead=3600))  # the requeued job, time enough
+    again = subprocess.run(
+        [sys.executable, *args, "--stop-margin", "100"], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert again.returncode == 0 and f"resumed from step {stopped[0]}" in again.stdout, again.stderr
+    straight = subprocess.run(
+        [sys.executable, *command(tmp_path / "straight", settings)],
+        env=env_for_subprocess(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert straight.returncode == 0, straight.stderr
+    assert_same_weights(final_weights(tmp_path / "run"), final_weights(tmp_path / "straight"))
+
+
+def test_the_deadline_follows_a_changed_time_limit():
+    now = [1000.0]
+    ends = iter([1500.0, 5000.0])
+    deadline = Deadline("7", 300, refresh_s=600, clock=lambda: now[0], query=lambda job: next(ends))
+    assert not deadline.due()  # 500 s left
+    now[0] = 1210.0
+    assert deadline.due()  # 290 s left
+    now[0] = 1600.0  # read again after 600 s: an administrator extended the limit
+    assert not deadline.due() and deadline.end == 5000.0

@@ -1,6 +1,7 @@
 """The cluster path for real: the tiny study through `--profile slurm` on a local Slurm (started by
-tests/slurm/slurm-ci.sh, as .ci/run does), GPU requests, 2-task training jobs (srun + torchrun), a
-forced requeue, and final weights equal to a single-process run's.
+tests/slurm/slurm-ci.sh, as .ci/run does), GPU requests, 2-task training jobs (srun + torchrun) with
+a 2-minute time limit that each job meets by checkpointing, requeueing itself and resuming, and
+final weights equal to a single-process run's.
 
 Skipped where no Slurm cluster answers (`sinfo`): a user's laptop, or CI before `slurm-ci.sh up`.
 """
@@ -45,17 +46,14 @@ def running_train_jobs() -> dict[str, str]:
     return jobs
 
 
-def requeue_once(workdir, experiment: str, done: dict) -> None:
-    """When `experiment`'s training has made progress, `scontrol requeue` its Slurm job (as a preemption)."""
-    metrics = workdir / "results" / experiment / "metrics.jsonl"
+def watch_train_job(workdir, experiment: str, seen: dict) -> None:
+    """Record `scontrol show job` of `experiment`'s Slurm training job once it is seen running."""
     deadline = time.time() + 900
-    while time.time() < deadline and not done.get("requeued"):
-        if metrics.exists() and '"loss"' in metrics.read_text():
-            for job, info in running_train_jobs().items():
-                if f"experiment={experiment}" in info or f"/{experiment}/" in info or f"_{experiment}" in info:
-                    subprocess.run(["scontrol", "requeue", job], check=True)
-                    done["requeued"], done["scontrol"] = job, info
-                    return
+    while time.time() < deadline and "scontrol" not in seen:
+        for job, info in running_train_jobs().items():
+            if f"experiment={experiment}" in info or f"/{experiment}/" in info or f"_{experiment}" in info:
+                seen["job"], seen["scontrol"] = job, info
+                return
         time.sleep(1)
 
 
@@ -64,7 +62,8 @@ def requeue_once(workdir, experiment: str, done: dict) -> None:
 )
 def test_tiny_study_through_the_slurm_profile(tmp_path):
     config = tiny_demo_config()
-    config["experiments"]["base"]["train"] = {"steps": 400, "checkpoint_interval": 50, "log_interval": 10}
+    # ~40 s of training on 2 CPU processes: longer than the ~30 s a 2-minute job with an 80 s margin leaves
+    config["experiments"]["base"]["train"] = {"steps": 2400, "checkpoint_interval": 300, "log_interval": 50}
     # micro-batches of 300 tokens, 2 per update: one per process in the 2-task jobs, 2 accumulated in
     # the single-process reference run, so both runs see the same micro-batches
     config["training"].update(tokens_per_update=600, max_tokens=300)
@@ -98,7 +97,10 @@ def test_tiny_study_through_the_slurm_profile(tmp_path):
         "train:mpi=srun",
         "train:cpus_per_task=2",
         "train:mem_mb=3000",
-        "train:runtime=60",
+        # a time limit the training cannot finish within: each job stops 80 s before its limit
+        # (checkpoint, scontrol requeue, exit 75) and the requeued job resumes
+        "train:runtime=2",
+        "train:stop_margin_s=80",
         "translate:gpu=1",
         "translate:mem_mb=2000",
         "train_vocab:mem_mb=2000",
@@ -106,7 +108,7 @@ def test_tiny_study_through_the_slurm_profile(tmp_path):
         "average:mem_mb=2000",
     ]
     done: dict = {}
-    watcher = threading.Thread(target=requeue_once, args=(tmp_path, "base", done), daemon=True)
+    watcher = threading.Thread(target=watch_train_job, args=(tmp_path, "base", done), daemon=True)
     watcher.start()
     run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     watcher.join(timeout=5)
@@ -131,18 +133,25 @@ def test_tiny_study_through_the_slurm_profile(tmp_path):
         final = checkpoint.load(results / experiment / "checkpoints/last.pt")
         assert final["step"] == reference["step"]
         assert_same_weights(final["model"], reference["model"], exact=False)
-    assert done.get("requeued"), "the base training job was never seen running"
-    starts = [
-        json.loads(line) for line in (results / "base/metrics.jsonl").read_text().splitlines() if '"event"' in line
-    ]
-    assert len(starts) >= 2 and starts[-1]["step"] > 0  # the requeued job resumed from its checkpoint
-    assert checkpoint.load(results / "base/checkpoints/last.pt")["step"] == 400
+    assert done.get("job"), "the base training job was never seen running"
+    # base trains longer than one job's time (big's 24 steps fit in one)
+    metrics = (results / "base/metrics.jsonl").read_text().splitlines()
+    starts = [json.loads(line)["step"] for line in metrics if '"event"' in line]
+    assert len(starts) >= 2 and starts[0] == 0 and all(s > 0 for s in starts[1:])  # each requeue resumed
+    stops = [json.loads(line) for line in metrics if '"stop"' in line]  # the stopped job's log is replaced
+    assert stops and all(s["reason"].endswith("reaches its time limit in 80 s or less") for s in stops), stops
+    assert [s["step"] for s in stops] == starts[1:]  # every stop written as a checkpoint, resumed from
+    assert f"resumed from step {starts[-1]}" in (results / "logs/train/base.log").read_text()
+    assert "Trying to restart job" not in output  # requeued by Slurm, never resubmitted by Snakemake
+    assert checkpoint.load(results / "base/checkpoints/last.pt")["step"] == 2400
 
 
 def single_process_run(workdir, output: str, experiment: str) -> dict:
     """Rerun `experiment`'s training as printed by Snakemake, as one plain process, outside Slurm."""
     found = re.search(
-        rf"-m aiayn train (--settings \S*/{experiment}/experiment\.json .*?) --checkpoints \S+ --out \S+", output
+        rf"-m aiayn train (--settings \S*/{experiment}/experiment\.json .*?)"
+        r" --checkpoints \S+ --stop-margin \S+ --out \S+",
+        output,
     )
     assert found, f"no training command for {experiment} in the Snakemake output"
     ref = workdir / "reference" / experiment

@@ -85,7 +85,9 @@ def test_train_rule_on_cpu(tmp_path):
     assert (workdir / "results/benchmarks/train/toy-run.tsv").exists()
 
 
-def test_preempted_training_job_is_retried_and_resumes(tmp_path):
+def test_a_stopped_training_job_resumes_when_run_again(tmp_path):
+    """SIGTERM (a preemption, a user) stops the job with a checkpoint and exit 75; Snakemake reports
+    it (a job outside Slurm is not requeued, nor retried) and the next `snakemake` resumes it."""
     workdir = tiny_study(tmp_path, steps=3000)
     proc = subprocess.Popen(
         snakemake_cmd(workdir, "results/toy-run/checkpoints/last.pt"),
@@ -102,11 +104,31 @@ def test_preempted_training_job_is_retried_and_resumes(tmp_path):
     if not pids:
         proc.kill()
         pytest.fail("the training process was not found")
-    for pid in pids:  # what Slurm does before a time limit or a preemption
+    for pid in pids:
         subprocess.run(["kill", "-TERM", str(pid)])
     out, _ = proc.communicate(timeout=900)
-    assert proc.returncode == 0, out[-3000:]
-    assert "exit status 75" in out or "Trying to restart job" in out  # Snakemake retried the job
-    log = (workdir / "results/logs/train/toy-run.log").read_text()  # the retry's log
-    assert "resumed from step" in log
+    assert proc.returncode != 0 and "Trying to restart job" not in out, out[-3000:]
+    log = (workdir / "results/logs/train/toy-run.log").read_text()
+    assert "stop signal (SIGTERM): checkpoint of step" in log and "run again to resume (exit 75)" in log
+    again = subprocess.run(
+        snakemake_cmd(workdir, "results/toy-run/checkpoints/last.pt"), capture_output=True, text=True, timeout=900
+    )
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "resumed from step" in (workdir / "results/logs/train/toy-run.log").read_text()
     assert checkpoint.load(workdir / "results/toy-run/checkpoints/last.pt")["step"] == 3000
+
+
+def test_a_nonfinite_loss_is_not_retried(tmp_path):
+    """Exit 3 would replay the same data and dropout from the same checkpoint and fail again (at
+    scale, five multi-GPU jobs in a row): the job fails once, with the trainer's message."""
+    workdir = tiny_study(tmp_path, steps=200)
+    config = yaml.safe_load((workdir / "config.yaml").read_text())
+    config["training"]["lr_scale"] = 1e12
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    run = subprocess.run(
+        snakemake_cmd(workdir, "results/toy-run/checkpoints/last.pt"), capture_output=True, text=True, timeout=600
+    )
+    out = run.stdout + run.stderr
+    assert run.returncode != 0 and "Trying to restart job" not in out
+    log = (workdir / "results/logs/train/toy-run.log").read_text()
+    assert log.count("training toy-run:") == 1 and "error: the loss is not finite at step" in log

@@ -1,6 +1,7 @@
 """Where a training process runs and how the processes of a job agree to stop: the process group
-torchrun set up, this rank's device, and SIGTERM / SIGUSR1 (Slurm's warning before a time limit
-or preemption) turned into one decision all ranks take at the same update.
+torchrun set up, this rank's device, and SIGTERM / SIGUSR1 (a preemption, a user) or the job's
+coming time limit turned into one decision all ranks take at the same update; after the stop,
+the Slurm job requeues itself (`requeue`).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from dataclasses import dataclass
 
 import torch
@@ -48,11 +50,52 @@ def device_name(device: torch.device) -> str:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
 
 
-class StopFlag:
-    """Set by SIGTERM / SIGUSR1 (what Slurm sends before a time limit or preemption)."""
+class Deadline:
+    """The end of this Slurm job (its time limit), read from Slurm and read again every `refresh_s`
+    (an administrator may extend it): `due()` once it is `margin_s` away or less.
 
-    def __init__(self):
+    Slurm's own warning (`sbatch --signal`) does not fit a Snakemake job: it is sent to every
+    process of the job step, and the Snakemake jobstep and shell that wrap the trainer die of it
+    and take the trainer down, mid-checkpoint. The trainer keeps the time itself instead."""
+
+    def __init__(self, job: str, margin_s: float, *, refresh_s: float = 60.0, clock=time.time, query=None):
+        self.job, self.margin_s, self.refresh_s, self.clock = job, margin_s, refresh_s, clock
+        self.query = query or slurm_end_time
+        self.end: float | None = None
+        self.checked = -float("inf")
+
+    def due(self) -> bool:
+        now = self.clock()
+        if now - self.checked >= self.refresh_s:
+            self.checked = now
+            end = self.query(self.job)
+            if end is not None or self.end is None:
+                self.end = end
+        return self.end is not None and now >= self.end - self.margin_s
+
+
+def slurm_end_time(job: str) -> float | None:
+    """When Slurm ends job `job` (seconds since the epoch), or None (no time limit, no squeue)."""
+    squeue = shutil.which("squeue")
+    if squeue is None:
+        return None
+    try:
+        out = subprocess.run([squeue, "-h", "-j", job, "-o", "%e"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    text = out.stdout.strip()
+    try:
+        return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))  # Slurm prints local time
+    except ValueError:  # "N/A", "NONE", "UNLIMITED" or an error
+        return None
+
+
+class StopFlag:
+    """Set by SIGTERM / SIGUSR1 (what Slurm sends at a preemption), or by the job's `deadline`."""
+
+    def __init__(self, deadline: Deadline | None = None):
         self.signal: int | None = None
+        self.deadline = deadline
 
     def install(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGUSR1):
@@ -62,7 +105,15 @@ class StopFlag:
         self.signal = signum
 
     def __bool__(self) -> bool:
-        return self.signal is not None
+        return self.signal is not None or (self.deadline is not None and self.deadline.due())
+
+    def reason(self) -> str:
+        """Why the job stops, as this process knows it."""
+        if self.signal is not None:
+            return f"stop signal ({signal.Signals(self.signal).name})"
+        if self.deadline is not None and self.deadline.due():
+            return f"Slurm job {self.deadline.job} reaches its time limit in {self.deadline.margin_s:g} s or less"
+        return "stop signal to another process of the job"
 
 
 STOP_CHECK_INTERVAL = 10  # updates between stop-flag all-reduces when several processes train

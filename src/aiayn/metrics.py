@@ -7,7 +7,9 @@ One JSON object per line, of three kinds:
 - progress: `{"step", "loss", "lr", "src_tokens_per_update", "tgt_tokens_per_update",
   "flops_per_update", "tgt_tokens_per_s", "tflops", "mfu", "eta_s", "wall"}`, every `log_interval`
   updates;
-- dev: `{"step", "dev_nll", "dev_ppl", "dev_loss"}`, at every checkpoint.
+- dev: `{"step", "dev_nll", "dev_ppl", "dev_loss"}`, at every checkpoint;
+- stop: `{"event": "stop", "step", "reason", "wall"}`, when a job stops to resume later (a signal,
+  a coming time limit): the job's log may not survive a requeue, this record does.
 
 The trainer appends; `tables` and `figures` read through `read` / `summary`. Pure Python: the
 tables' environment has no torch.
@@ -24,9 +26,9 @@ from aiayn.io import atomic_write_text
 
 
 def kind(record: dict) -> str:
-    """ "start", "progress" or "dev"."""
-    if record.get("event") == "start":
-        return "start"
+    """ "start", "stop", "progress" or "dev"."""
+    if record.get("event") in ("start", "stop"):
+        return record["event"]
     if "loss" in record:
         return "progress"
     if "dev_ppl" in record:
@@ -77,6 +79,7 @@ class Records:
     """The records of one metrics.jsonl by kind, each progress record with `hours` since the first start."""
 
     start: list[dict] = field(default_factory=list)
+    stop: list[dict] = field(default_factory=list)
     progress: list[dict] = field(default_factory=list)
     dev: list[dict] = field(default_factory=list)
 
@@ -140,6 +143,8 @@ def summary(path: str | os.PathLike) -> dict:
                 counted = False
             prev_step, last_wall = rec["step"], rec["wall"]
             out["step"] = rec["step"]
+        elif k == "stop":
+            last_wall = rec["wall"]
         elif rec["step"] >= dev_step:
             out["dev_ppl"], dev_step = rec["dev_ppl"], rec["step"]
     if start is not None:

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from aiayn import checkpoint as ckpt
 from aiayn import metrics, precision
 from aiayn.batching import Batcher, Prefetcher, collate, micro_batch_budget
-from aiayn.distributed import Env, all_ranks_min, requeue, stop_requested
+from aiayn.distributed import Env, StopFlag, all_ranks_min, requeue, stop_requested
 from aiayn.encoded import PAD, Corpus
 from aiayn.errors import UserError
 from aiayn.hardware import training_flops
@@ -419,8 +419,11 @@ def _run(trainer: Trainer, stop, max_updates: int | None) -> int:
                 t.save()
             if env.world_size > 1:
                 torch.distributed.barrier()  # the checkpoint is on disk before the job is requeued
+            why = stop.reason() if isinstance(stop, StopFlag) else "stop signal"
+            if env.main:
+                metrics.append(files.metrics, {"event": "stop", "step": t.step, "reason": why, "wall": time.time()})
             again = requeue(env, t.log)
-            t.log(f"stop signal: checkpoint of step {t.step} written; {again} (exit {EXIT_PREEMPTED})")
+            t.log(f"{why}: checkpoint of step {t.step} written; {again} (exit {EXIT_PREEMPTED})")
             return EXIT_PREEMPTED
     if t.step >= total and env.main:
         ckpt.copy(ckpt.step_path(files.checkpoints, t.step), files.out)

@@ -23,7 +23,12 @@ rule resolve_experiment:
 # Several nodes (or Slurm tasks): train:nodes=N, train:tasks=N, train:mpi=srun (aiayn.launch).
 # The trainer derives gradient accumulation from the world size, so the tokens per update stay
 # the paper's ~25k + 25k at any GPU count. Step checkpoints are not declared outputs, so a failed
-# or preempted job keeps them and the retry resumes from the newest one.
+# or preempted job keeps them and the next job resumes from the newest one.
+# Time limits: in a Slurm job the trainer checkpoints `stop_margin_s` seconds before the job's time
+# limit and requeues the job, which resumes when it runs again (aiayn.distributed). No Snakemake
+# retries: a non-finite loss (exit 3) or a user error (exit 2) would fail again the same way;
+# what a new attempt can fix, Slurm requeues (this self-requeue; preemption and node failures with
+# --slurm-requeue, set in profiles/slurm).
 rule train:
     input:
         settings=LAYOUT.experiment_json("{experiment}"),
@@ -41,7 +46,6 @@ rule train:
         LAYOUT.benchmark("train", "{experiment}")
     wildcard_constraints:
         experiment=_alternatives(STUDY.trained),
-    retries: 5
     conda:
         "../../envs/torch.yaml"
     threads: 8
@@ -52,13 +56,14 @@ rule train:
         tasks_per_gpu=0,
         mem_mb=64000,
         runtime=24 * 60,
+        stop_margin_s=300,
     params:
         launch=lambda w, resources: train_launcher(resources),
         checkpoints=lambda w: LAYOUT.checkpoints(w.experiment),
     shell:
         "{params.launch} -m aiayn train --settings {input.settings} --train {input.train} --dev {input.dev}"
         " --spm-src {input.spm_src} --spm-tgt {input.spm_tgt} --checkpoints {params.checkpoints}"
-        " --out {output} >> {log} 2>&1"
+        " --stop-margin {resources.stop_margin_s} --out {output} >> {log} 2>&1"
 
 
 # Selection on the dev set (§6.3): an experiment with a `tune` grid is not trained itself; its

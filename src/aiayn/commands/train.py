@@ -1,17 +1,19 @@
 """`python -m aiayn train` (or `torchrun ... -m aiayn train`): train one experiment (§5).
 
 Resumes from the newest readable checkpoint in --checkpoints when it is of the same run (see
-`aiayn.train`); exits 75 after writing a checkpoint when SIGTERM/SIGUSR1 arrives (under Slurm the
-job is requeued; elsewhere run it again to resume), 3 on a non-finite loss, 2 on a user error.
+`aiayn.train`). Exits 75 after writing a checkpoint when SIGTERM/SIGUSR1 arrives or, in a Slurm
+job, --stop-margin seconds before its time limit (the Slurm job then requeues itself; elsewhere
+run it again to resume); 3 on a non-finite loss, 2 on a user error.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from aiayn import encoded
 from aiayn.commands import load_json
-from aiayn.distributed import StopFlag, setup
+from aiayn.distributed import Deadline, StopFlag, setup
 from aiayn.errors import UserError
 from aiayn.io import file_sha256
 from aiayn.train import RunFiles, Trainer
@@ -29,6 +31,13 @@ def add_arguments(parser):
     parser.add_argument("--metrics", help="JSON-lines metrics (default: metrics.jsonl beside --checkpoints)")
     parser.add_argument("--device", default="auto", help="auto (GPU of this rank if any, else CPU), cpu, cuda:N")
     parser.add_argument("--max-updates", type=int, help="stop after this many updates of this run (for tests)")
+    parser.add_argument(
+        "--stop-margin",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="in a Slurm job: checkpoint and requeue the job this long before its time limit (0: never)",
+    )
 
 
 def check_vocabulary(corpus, side: str, spm_path: str | None) -> None:
@@ -74,6 +83,7 @@ def run(args) -> int:
         if env.main:
             print(message, flush=True)
 
-    stop = StopFlag()
+    job = os.environ.get("SLURM_JOB_ID")
+    stop = StopFlag(Deadline(job, args.stop_margin) if job and args.stop_margin > 0 and env.main else None)
     stop.install()
     return train_run(Trainer(settings, train, dev, files, env, log), stop, max_updates=args.max_updates)
