@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from aiayn import encoded  # noqa: E402
 from aiayn.distributed import Env  # noqa: E402
-from aiayn.hardware import model_flops, peak_flops  # noqa: E402
+from aiayn.hardware import peak_flops  # noqa: E402
 from aiayn.train import RunFiles, Trainer  # noqa: E402
 from aiayn.translate import translate  # noqa: E402
 
@@ -126,16 +126,16 @@ def bench_training(
         trainer.update()
     sync(device)
     warm_s = time.perf_counter() - start
-    tgt = src = 0
+    tgt = src = flops = 0
     start = time.perf_counter()
     for _ in range(steps):
-        loss, s, t = trainer.update()
-        src, tgt = src + s, tgt + t
+        loss, s, t, f = trainer.update()
+        src, tgt, flops = src + s, tgt + t, flops + f
     sync(device)
     seconds = time.perf_counter() - start
     assert math.isfinite(float(loss)), "the loss is not finite"
     trainer.prefetcher.close()
-    tflops = model_flops(trainer.params, tgt) / seconds / 1e12
+    tflops = flops / seconds / 1e12  # counted from the batches (aiayn.hardware.training_flops)
     peak = peak_flops(torch.cuda.get_device_name(device), "bf16") if device.type == "cuda" else None
     result = {
         "preset": preset,
