@@ -69,6 +69,21 @@ def test_interrupted_download_is_resumed(served, tmp_path):
     assert any("attempt 1 failed" in m for m in messages)
 
 
+def test_a_transfer_cut_without_content_length_is_resumed_by_the_configured_size(served, tmp_path):
+    """A server that closes early without announcing a length: the short file looks finished; the
+    size from config.yaml tells it is not, so it is resumed, not thrown away as a wrong checksum."""
+    server, archive = served
+    server.failures["/wmt14/training-parallel-nc-v9.tgz"] = "cut-unannounced"
+    out = tmp_path / "dl" / "nc.tgz"
+    messages = []
+    url = server.url + "wmt14/training-parallel-nc-v9.tgz"
+    download(url, out, sha256(archive), wait=0, size=archive.stat().st_size, log=messages.append)
+    assert out.read_bytes() == archive.read_bytes()
+    assert any("the connection closed after" in m for m in messages)
+    ranges = [r for p, r in server.requests if p.endswith("nc-v9.tgz")]
+    assert ranges[1] == f"bytes={archive.stat().st_size // 2}-"
+
+
 def test_wrong_checksum_leaves_nothing(served, tmp_path):
     server, archive = served
     out = tmp_path / "dl" / "nc.tgz"

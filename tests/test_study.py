@@ -130,3 +130,16 @@ def test_a_tuned_experiment_must_decode_its_last_checkpoint(paper_config):
     config["experiments"]["base-en-de"]["tune"] = {"P_drop": [0.1, 0.2]}
     with pytest.raises(ConfigError, match="experiments.base-en-de.tune: .* set average: 1"):
         Study(cfg.validate(config))
+
+
+def test_downloads_are_named_by_archive_not_by_url(paper_config):
+    """Two archives whose URLs end alike (two years' dev.tgz) are two downloads; a URL that ends in
+    no file name still gives one (the archive's name)."""
+    config = with_treebank(paper_config)
+    config["archives"]["dev-2019"] = {**config["archives"]["dev"], "url": "http://data.statmt.org/wmt19/dev.tgz"}
+    config["archives"]["dev"]["url"] = "http://data.statmt.org/wmt14/dev.tgz"
+    config["archives"]["plain"] = {"url": "http://host/ok/", "sha256": "0" * 64}
+    study = Study(cfg.validate(config))
+    assert study.archive_file("dev") == "dev.tgz" and study.archive_file("dev-2019") == "dev-2019.tgz"
+    assert study.archive_file("plain") == "plain"
+    assert study.archive_file("europarl-v7") == "europarl-v7.tgz"

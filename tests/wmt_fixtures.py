@@ -27,7 +27,8 @@ def sha256(path: Path) -> str:
 
 class Server:
     """Serves `root` at http://127.0.0.1:PORT/. failures[path] = "cut": the first GET sends half
-    the body then drops the connection; "lie": announces the full length but sends half, always."""
+    the body then drops the connection; "lie": announces the full length but sends half, always;
+    "cut-unannounced": the first GET sends no Content-Length and half the body, then closes."""
 
     def __init__(self, root: Path):
         self.root, self.failures, self.requests = root, {}, []
@@ -57,9 +58,17 @@ class Server:
                 else:
                     self.send_response(200)
                 body = data[start:]
+                failure = server.failures.get(self.path)
+                if failure == "cut-unannounced":
+                    del server.failures[self.path]
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.wfile.write(body[: len(body) // 2])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                failure = server.failures.get(self.path)
                 if failure == "cut":
                     del server.failures[self.path]
                     self.wfile.write(body[: len(body) // 2])

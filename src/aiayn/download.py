@@ -57,9 +57,13 @@ def download(
     retries: int = 5,
     wait: float = 10.0,
     timeout: float = 60.0,
+    size: int | None = None,
     log=print,
 ) -> None:
-    """Fetch `url` to `out`, resuming and retrying; verify `sha256` before renaming into place."""
+    """Fetch `url` to `out`, resuming and retrying; verify `sha256` before renaming into place.
+
+    `size` (bytes, from config.yaml) tells a transfer cut short from a finished one when the server
+    sends no Content-Length: a shorter file is resumed, not checked and thrown away."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     part = out.with_name(out.name + ".part")
@@ -72,6 +76,9 @@ def download(
         for attempt in range(1, retries + 2):
             try:
                 fetch(url, part, timeout)
+                have = part.stat().st_size if part.exists() else 0
+                if size is not None and have < size:
+                    raise Incomplete(f"the connection closed after {have:,} of {size:,} bytes")
                 break
             except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
                 if isinstance(exc, urllib.error.HTTPError) and exc.code in (403, 404, 410):
@@ -84,6 +91,13 @@ def download(
                     ) from None
                 log(f"{url}: attempt {attempt} failed ({exc}); resuming in {wait:g} s")
                 time.sleep(wait)
+    if size is not None and part.stat().st_size != size:
+        got = part.stat().st_size
+        part.unlink()
+        raise UserError(
+            f"{url}: {got:,} bytes, config.yaml expects {size:,}; the download was removed "
+            "(a changed file, or the wrong mirror)"
+        )
     digest = file_sha256(part)
     if digest != sha256:
         part.unlink()

@@ -1,6 +1,6 @@
 """Where every file of the study lives, so that rules, commands and tests agree.
 
-results/downloads/<archive file>                 raw archives, checksum-verified
+results/downloads/<archive><suffix of its URL>   raw archives, checksum-verified
 results/data/<dataset>/train.{src,tgt}           cleaned, aligned training text
 results/data/<dataset>/<evalset>.{src,tgt}       dev/test text, one segment per line
 results/data/<dataset>/spm.{src,tgt}.model       sentencepiece models (identical when shared)
@@ -94,12 +94,15 @@ class Layout:
         return self._p("benchmarks", rule, f"{name}.tsv")
 
 
-def archive_filename(url: str) -> str:
-    """The file name an archive is stored under: the last part of its URL."""
-    name = posixpath.basename(urlsplit(url).path)
-    if not name:
-        raise ValueError(f"archive URL {url!r} does not end in a file name")
-    return name
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar", ".gz", ".zip")
+
+
+def archive_filename(name: str, url: str) -> str:
+    """The file archive `name` is stored under: the archive's name from config.yaml with the suffix
+    of its URL's file (two archives whose URLs end alike, two years' `dev.tgz`, stay two files)."""
+    base = posixpath.basename(urlsplit(url).path).lower()
+    suffix = next((s for s in ARCHIVE_SUFFIXES if base.endswith(s)), "")
+    return name + suffix
 
 
 def mirrored(url: str, mirror: str | None) -> str:

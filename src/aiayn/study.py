@@ -264,6 +264,7 @@ class Study:
         return list(dict.fromkeys(names))
 
     def archive_file(self, name: str) -> str:
-        """The file an archive is stored under in downloads/: its URL's last part, or <name>.tar.gz if generated."""
+        """The file an archive is stored under in downloads/: its name with its URL's suffix
+        (`aiayn.layout.archive_filename`), or <name>.tar.gz if generated."""
         archive = self.config["archives"][name]
-        return f"{name}.tar.gz" if archive.get("generate") else archive_filename(archive["url"])
+        return f"{name}.tar.gz" if archive.get("generate") else archive_filename(name, archive["url"])

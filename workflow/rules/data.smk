@@ -17,8 +17,12 @@ rule download:
     params:
         url=lambda w: mirrored(get_archive(w)["url"], config["mirror"]),
         sha256=lambda w: get_archive(w)["sha256"],
+        size=lambda w: (
+            f"--size {get_archive(w)['size']}" if get_archive(w).get("size") else ""
+        ),
     shell:
-        "python -m aiayn download --url {params.url:q} --sha256 {params.sha256} --out {output} >> {log} 2>&1"
+        "python -m aiayn download --url {params.url:q} --sha256 {params.sha256} {params.size}"
+        " --out {output} >> {log} 2>&1"
 
 
 # The offline demo's archives (archives.<name>.generate): made, not downloaded; the rest is unchanged.

@@ -12,6 +12,9 @@ def add_arguments(parser):
     parser.add_argument("--retries", type=int, default=5)
     parser.add_argument("--wait", type=float, default=10.0, help="seconds between attempts")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds without data before an attempt fails")
+    parser.add_argument(
+        "--size", type=int, help="the archive's size in bytes (tells a cut transfer from a finished one)"
+    )
 
 
 def run(args) -> int:
@@ -22,6 +25,7 @@ def run(args) -> int:
         retries=args.retries,
         wait=args.wait,
         timeout=args.timeout,
+        size=args.size,
         log=lambda m: print(m, flush=True),
     )
     return 0
