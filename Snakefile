@@ -1,9 +1,19 @@
 # "Attention Is All You Need" (Vaswani et al. 2017), the whole study as one DAG.
 # Read top to bottom: download -> prepare -> vocabulary -> encode -> train -> average -> translate
 # -> score -> tables, and the parsing branch (§6.3) beside it. Logic lives in src/aiayn.
+import os
+
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
+from aiayn.config import ConfigError, read_yaml
 
 min_version("9.0")
+
+try:  # Snakemake's own message for a YAML error names neither the line nor the column
+    if os.path.isfile("config.yaml"):
+        read_yaml("config.yaml")
+except ConfigError as exc:
+    raise WorkflowError(f"config: {exc}") from None
 
 
 configfile: "config.yaml"

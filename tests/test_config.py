@@ -98,7 +98,7 @@ def test_load_names_the_file(tmp_path):
         cfg.load(missing)
     bad = tmp_path / "bad.yaml"
     bad.write_text("training: [unclosed\n")
-    with pytest.raises(ConfigError, match="bad.yaml: not valid YAML"):
+    with pytest.raises(ConfigError, match="bad.yaml, line 2, column 1: not valid YAML"):
         cfg.load(bad)
     typo = tmp_path / "typo.yaml"
     typo.write_text("traning: {}\n")

@@ -423,7 +423,7 @@ def test_sigterm_mid_run_checkpoints_and_resumes(tmp_path):
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == EXIT_PREEMPTED, err
-    assert "stop signal: checkpoint of step" in out
+    assert "stop signal (SIGTERM): checkpoint of step" in out
     saved = list((tmp_path / "checkpoints").glob("checkpoint_*.pt"))
     assert len(saved) == 1 and 0 < checkpoint.load(saved[0])["step"] < 400
     again = subprocess.run(

@@ -71,7 +71,8 @@ def load(path: str | os.PathLike, map_location="cpu") -> dict:
             _probe(path)  # torch wraps some I/O errors: tell those from corruption
         except OSError as io_exc:
             raise _read_error(path, io_exc) from None
-        raise CheckpointError(f"{path}: not a readable checkpoint ({type(exc).__name__}: {exc})") from None
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        raise CheckpointError(f"{path}: not a readable checkpoint ({type(exc).__name__}: {first})") from None
     if not isinstance(payload, dict) or "model_config" not in payload or "model" not in payload:
         raise CheckpointError(f"{path}: not an aiayn checkpoint (no model_config/model)")
     return payload

@@ -59,10 +59,26 @@ def validate(config: dict) -> dict:
     cls = _with_defaults(jsonschema.validators.validator_for(schema_))
     errors = sorted(cls(schema_).iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
-        lines = [f"  {_path_of(e)}: {e.message}" for e in errors[:10]]
-        raise ConfigError("does not match workflow/schemas/config.schema.yaml:\n" + "\n".join(lines))
+        found = [f"{_path_of(e)}: {e.message}" for e in errors[:10]]
+        more = f" (and {len(errors) - 10} more)" if len(errors) > 10 else ""
+        raise ConfigError("does not match workflow/schemas/config.schema.yaml: " + "; ".join(found) + more)
     check(config)
     return config
+
+
+def read_yaml(path: str | Path):
+    """A YAML file's content; a syntax error names the file, line and column."""
+    path = Path(path)
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        context = getattr(exc, "context", None)
+        raise ConfigError(f"{path}{where}: not valid YAML ({problem}{', ' + context if context else ''})") from None
 
 
 def load(path: str | Path) -> dict:
@@ -70,10 +86,7 @@ def load(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    data = read_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of settings at the top level")
     try:

@@ -18,6 +18,7 @@ import io
 import os
 import re
 import tarfile
+import zlib
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, TextIO
@@ -27,6 +28,7 @@ from aiayn.io import atomic_paths, scratch_dir, write_json
 
 SEPARATORS = re.compile("[\u0085\u2028\u2029]")
 SEG = re.compile(r"<seg[^>]*>(.*?)</seg>", re.IGNORECASE | re.DOTALL)
+SEG_TAG = re.compile(r"<(/?)seg\b[^>]*>", re.IGNORECASE)
 
 
 # -- archives -----------------------------------------------------------------------------------
@@ -45,6 +47,10 @@ def extract_members(archive: str | os.PathLike, names: set[str], dest: str | os.
                     raise UserError(
                         f"{archive}: refusing the archive, member {member.name!r} is unsafe ({exc})"
                     ) from None
+                if member.name in names and checked is not None and (checked.issym() or checked.islnk()):
+                    raise UserError(
+                        f"{archive}: member {member.name} is a link; links are refused, give the file itself"
+                    )
                 if member.name in names and checked is not None and checked.isfile():
                     tar.extract(checked, dest, filter="data")
                     found[member.name] = dest / checked.name
@@ -64,11 +70,20 @@ def open_text(path: str | os.PathLike) -> io.BufferedReader:
     return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
 
 
+def _lines(f, label: str) -> Iterator[bytes]:
+    try:
+        yield from f
+    except gzip.BadGzipFile:
+        raise UserError(f"{label}: not a gzip file, though its name ends in .gz; replace the file") from None
+    except (EOFError, zlib.error) as exc:
+        raise UserError(f"{label}: a corrupt gzip file ({exc}); replace the file") from None
+
+
 def read_lines(path: str | os.PathLike, label: str | None = None) -> Iterator[str]:
     """Lines of a (possibly gzipped) UTF-8 file, split on "\\n" only, without the line end."""
     label = label or str(path)
     with open_text(path) as f:
-        for number, raw in enumerate(f, start=1):  # binary iteration splits on b"\n" only
+        for number, raw in enumerate(_lines(f, label), start=1):  # binary iteration splits on b"\n" only
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -77,9 +92,27 @@ def read_lines(path: str | os.PathLike, label: str | None = None) -> Iterator[st
 
 
 def sgml_segments(path: str | os.PathLike, label: str | None = None) -> list[str]:
-    """The <seg> texts of a WMT SGML file in document order, entities decoded, runs of spaces collapsed."""
+    """The <seg> texts of a WMT SGML file in document order, entities decoded, runs of spaces collapsed.
+    Every <seg> must close before the next opens: a missing </seg> names the segment."""
     text = "\n".join(read_lines(path, label))
+    check_segments(text, label or str(path))
     return [re.sub(" +", " ", html.unescape(seg).strip()) for seg in SEG.findall(text)]
+
+
+def check_segments(text: str, label: str) -> None:
+    number, open_tag = 0, None
+    for tag in SEG_TAG.finditer(text):
+        closing = tag.group(1) == "/"
+        if not closing:
+            if open_tag is not None:
+                raise UserError(f"{label}: segment {number} ({open_tag}) has no </seg>; repair or replace the file")
+            number, open_tag = number + 1, tag.group(0)
+        elif open_tag is None:
+            raise UserError(f"{label}: a </seg> without its <seg> after segment {number}; repair or replace the file")
+        else:
+            open_tag = None
+    if open_tag is not None:
+        raise UserError(f"{label}: segment {number} ({open_tag}) has no </seg>; repair or replace the file")
 
 
 def read_side(path: str | os.PathLike, label: str) -> Iterator[str]:
@@ -135,6 +168,11 @@ def atomic_pair(src: str | os.PathLike, tgt: str | os.PathLike) -> Iterator[tupl
 
 
 def prepare_train(corpora: list[dict], archives: dict[str, str], cleaning: dict, out_src, out_tgt, report_path) -> dict:
+    for member in corpora:
+        if member.get("archive") not in archives:
+            raise UserError(
+                f"--corpora names archive {member.get('archive')!r}, which --archives lacks ({', '.join(archives)})"
+            )
     """Concatenate training corpora (archive + member per side), aligned and cleaned; write the report; return it."""
     report = {
         "corpora": [],

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from aiayn.errors import UserError
+
 
 @dataclass
 class Env:
@@ -38,12 +40,20 @@ def setup(device: str = "auto") -> Env:
     local = int(os.environ.get("LOCAL_RANK", "0"))
     if device == "auto":
         device = f"cuda:{local}" if torch.cuda.is_available() else "cpu"
-    dev = torch.device(device)
+    dev = parse_device(device)
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
     if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
     return Env(rank, world, dev, agents=int(os.environ.get("GROUP_WORLD_SIZE", "1")))
+
+
+def parse_device(text: str) -> torch.device:
+    """--device as a torch device ("cpu", "cuda", "cuda:1"); a typo is a user error naming the option."""
+    try:
+        return torch.device(text)
+    except RuntimeError:
+        raise UserError(f"--device {text!r} is not a device: give auto, cpu, cuda or cuda:N") from None
 
 
 def device_name(device: torch.device) -> str:

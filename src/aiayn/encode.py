@@ -20,7 +20,7 @@ from aiayn.io import file_sha256, scratch_dir
 
 def read_pairs(src: str, tgt: str, chunk: int):
     """Chunks of aligned (source, target) lines; split on "\\n" only (U+0085 stays inside a line)."""
-    with open(src, encoding="utf-8", newline="\n") as fs, open(tgt, encoding="utf-8", newline="\n") as ft:
+    with open(src, "rb") as fs, open(tgt, "rb") as ft:
         batch_s, batch_t = [], []
         for number, (a, b) in enumerate(zip_longest(fs, ft), start=1):
             if a is None or b is None:
@@ -28,13 +28,20 @@ def read_pairs(src: str, tgt: str, chunk: int):
                 raise UserError(
                     f"{short} ends at line {number - 1} but its other side goes on; the two must align line by line"
                 )
-            batch_s.append(a.rstrip("\n"))
-            batch_t.append(b.rstrip("\n"))
+            batch_s.append(_text(a, src, number))
+            batch_t.append(_text(b, tgt, number))
             if len(batch_s) == chunk:
                 yield batch_s, batch_t
                 batch_s, batch_t = [], []
         if batch_s:
             yield batch_s, batch_t
+
+
+def _text(raw: bytes, path: str, number: int) -> str:
+    try:
+        return raw.decode("utf-8").rstrip("\n")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}, line {number}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
 
 
 def encode_corpus(

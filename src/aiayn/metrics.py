@@ -22,7 +22,12 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from aiayn.errors import UserError
 from aiayn.io import atomic_write_text
+
+
+class MetricsError(UserError, ValueError):
+    """A metrics file that cannot be read; the message names the file and line."""
 
 
 def kind(record: dict) -> str:
@@ -70,7 +75,7 @@ def _records(path: Path) -> list[dict]:
         except ValueError:
             if i == len(lines) - 1:  # a torn last line: a crash while it was written
                 break
-            raise ValueError(f"{path}, line {i + 1}: not a JSON record") from None
+            raise MetricsError(f"{path}, line {i + 1}: not a JSON record; remove that line") from None
     return out
 
 

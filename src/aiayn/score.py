@@ -39,6 +39,8 @@ def paper_tokenize(lines: list[str], lang: str, split_compounds: bool) -> list[s
 
 
 def check_lines(hyp: list[str], ref: list[str], hyp_name: str, ref_name: str, expect: int | None) -> None:
+    if not ref:
+        raise UserError(f"{ref_name}: no lines to score; is it the test set's reference, written whole?")
     if len(hyp) != len(ref):
         raise UserError(f"{hyp_name} has {len(hyp)} lines but {ref_name} has {len(ref)}; they must align line by line")
     if expect is not None and len(ref) != expect:

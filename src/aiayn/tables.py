@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from aiayn import metrics, paper
+from aiayn.errors import UserError
 from aiayn.hardware import PEAKS, model_flops, peak_flops
 
 # Table 2 of the paper: the other systems, kept for context (BLEU EN-DE, EN-FR; cost EN-DE, EN-FR).
@@ -54,12 +55,29 @@ def paper_cost(hours: float, gpus: int, gpu: str) -> float | None:
     return hours * 3600 * gpus * capacity if capacity else None
 
 
+def read_record(path: Path, *keys: str) -> dict:
+    """A JSON record another step wrote; a corrupt or foreign one names the file and the fix."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UserError(
+            f"{path}: not a readable record ({exc}); remove it and rerun the step that writes it "
+            f"(snakemake --forcerun {path})"
+        ) from None
+    if not isinstance(record, dict):
+        raise UserError(f"{path}: not a record of this pipeline (a JSON object); remove it and rerun its step")
+    missing = [k for k in keys if k not in record]
+    if missing:
+        raise UserError(f"{path}: lacks {', '.join(missing)}; remove it and rerun the step that writes it")
+    return record
+
+
 def averaged_steps(results: Path, experiment: str) -> str | None:
     """The steps average.pt averaged (from average.json), e.g. "5: 96000..100000 every 1000"."""
     path = results / experiment / "average.json"
     if not path.exists():
         return None
-    steps = json.loads(path.read_text())["steps"]
+    steps = read_record(path, "steps")["steps"]
     gaps = {b - a for a, b in zip(steps, steps[1:])}
     if len(steps) > 2 and len(gaps) == 1:
         return f"{len(steps)}: {steps[0]}..{steps[-1]} every {gaps.pop()}"
@@ -72,7 +90,7 @@ def selection(results: Path, experiment: str) -> str | None:
     path = results / experiment / "selected.json"
     if not path.exists():
         return None
-    record = json.loads(path.read_text())
+    record = read_record(path, "setting", "metric", "value", "candidates")
     setting = ", ".join(f"{k} {v:g}" for k, v in record["setting"].items())
     return f"{setting} (dev {record['metric']} {record['value']:.2f}, best of {len(record['candidates'])})"
 
@@ -82,7 +100,7 @@ def train_pairs(results: Path, exp: dict) -> int | None:
     data = results / "data" / exp["dataset"]
     report = data / "train.report.json"
     if report.exists():
-        return int(json.loads(report.read_text())["kept"])
+        return int(read_record(report, "kept")["kept"])
     if exp.get("task") == "parsing" and (data / "train.src").exists():
         with open(data / "train.src", "rb") as f:
             return sum(1 for _ in f)
@@ -111,7 +129,7 @@ def what_was_run(table: int, exp: dict, m: dict, score: dict | None, results: Pa
 def read_score(results: Path, experiment: str, testset: str) -> dict | None:
     """The score file of `experiment` on `testset`, or None before it exists."""
     path = results / experiment / f"{testset}.score.json"
-    return json.loads(path.read_text()) if path.exists() else None
+    return read_record(path) if path.exists() else None
 
 
 def _status(exp: dict, metrics: dict, scored: bool) -> str:

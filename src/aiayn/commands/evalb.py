@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from aiayn.corpus import read_lines
+from aiayn.errors import UserError
 from aiayn.evalb import evalb, format_summary
 
 
@@ -12,7 +13,14 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    result = evalb(list(read_lines(args.gold)), list(read_lines(args.test)))
+    gold, test = list(read_lines(args.gold)), list(read_lines(args.test))
+    if not any(line.strip() for line in gold):
+        raise UserError(f"{args.gold}: no trees to score; give the gold trees, one per line")
+    if len(gold) != len(test):
+        raise UserError(
+            f"{args.test} has {len(test)} lines but {args.gold} has {len(gold)}; they must align line by line"
+        )
+    result = evalb(gold, test)
     for message in result["errors"]:
         print(message)
     print(format_summary(result))

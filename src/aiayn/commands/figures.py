@@ -11,6 +11,7 @@ from aiayn import checkpoint as ckpt
 from aiayn import figures, vocab
 from aiayn.corpus import read_lines
 from aiayn.encoded import EOS
+from aiayn.errors import UserError
 
 
 def add_arguments(parser):
@@ -35,6 +36,8 @@ def encoder_attention(model, ids: list[int]) -> torch.Tensor:
 
 
 def run(args) -> int:
+    if not Path(args.metrics).is_file():
+        raise UserError(f"{args.metrics}: no metrics file; the run's training writes it")
     for path in (args.curves, args.lr, args.attention):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     figures.learning_curves(args.metrics, args.curves, f"{args.name}: training")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from aiayn import demo
 from aiayn.commands import load_json
+from aiayn.errors import UserError
 
 
 def add_arguments(parser):
@@ -15,9 +16,19 @@ def add_arguments(parser):
     parser.add_argument("--out", required=True)
 
 
+WRITERS = {"translation": demo.write_translation_archive, "treebank": demo.write_treebank_archive}
+
+
 def run(args) -> int:
-    spec = load_json(args.spec, "--spec")
-    write = demo.write_translation_archive if spec["kind"] == "translation" else demo.write_treebank_archive
-    write(Path(args.out), spec.get("seed", 1), spec["sizes"])
+    spec = load_json(args.spec, "--spec", expect=dict)
+    if spec.get("kind") not in WRITERS:
+        raise UserError(f"--spec: kind must be 'translation' or 'treebank', not {spec.get('kind')!r}")
+    sizes = spec.get("sizes")
+    if not isinstance(sizes, dict) or not sizes or not all(isinstance(n, int) and n > 0 for n in sizes.values()):
+        raise UserError(f"--spec: sizes must map each split to a positive number of sentences, not {sizes!r}")
+    seed = spec.get("seed", 1)
+    if not isinstance(seed, int):
+        raise UserError(f"--spec: seed must be a whole number, not {seed!r}")
+    WRITERS[spec["kind"]](Path(args.out), seed, sizes)
     print(f"generated {spec['kind']} archive {args.out}: {spec['sizes']}")
     return 0

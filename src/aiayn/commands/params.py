@@ -7,6 +7,7 @@ the vocabulary sizes of its dataset as configured (§5.1: 37k shared EN-DE, 32k 
 from __future__ import annotations
 
 from aiayn import config as cfg
+from aiayn.errors import UserError
 from aiayn.model import ModelConfig, build, count_parameters
 from aiayn.study import Study
 
@@ -68,6 +69,11 @@ def add_arguments(parser):
 
 def run(args) -> int:
     study = Study(cfg.load(args.config))
+    unknown = [n for n in args.experiment or [] if n not in study.config["experiments"]]
+    if unknown:
+        raise UserError(
+            f"--experiment {unknown[0]!r} is not in {args.config}; known: {', '.join(study.config['experiments'])}"
+        )
     print(format_table(parameter_rows(study, args.experiment)))
     print(
         "\nparams_M: parameters of the model as built (tied matrices counted once); "

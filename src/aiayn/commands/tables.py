@@ -32,9 +32,25 @@ def add_arguments(parser):
     parser.add_argument("--out-csv")
 
 
+SPEC_KEYS = ("name", "row", "dataset", "testset", "model", "steps", "average", "paper", "preset", "task", "train")
+
+
+def check_experiments(experiments: list) -> None:
+    """--experiments is what `Study.table_spec` writes; name what a hand-made one lacks."""
+    for i, exp in enumerate(experiments):
+        missing = [k for k in SPEC_KEYS if not isinstance(exp, dict) or k not in exp]
+        if missing:
+            name = exp.get("name", f"#{i + 1}") if isinstance(exp, dict) else f"#{i + 1}"
+            raise UserError(
+                f"--experiments: experiment {name} lacks {', '.join(missing)}; "
+                "use --config (or what `snakemake table<n>` passes)"
+            )
+
+
 def run(args) -> int:
     if args.experiments:
-        experiments = load_json(args.experiments, "--experiments")
+        experiments = load_json(args.experiments, "--experiments", expect=list)
+        check_experiments(experiments)
         results = Path(args.results or "results")
     elif args.config:
         config = cfg.load(args.config)

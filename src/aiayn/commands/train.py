@@ -67,6 +67,14 @@ def run(args) -> int:
     except OSError as exc:
         raise UserError(f"{args.settings}: cannot read the experiment settings ({exc})") from None
     settings = load_json(text, args.settings, expect=dict)
+    missing = [
+        k for k in ("name", "model", "train", "vocab") if not isinstance(settings.get(k), dict if k != "name" else str)
+    ]
+    if missing:
+        raise UserError(
+            f"{args.settings}: the settings lack {', '.join(missing)}; write them with `python -m aiayn resolve` "
+            "(the resolve_experiment rule)"
+        )
     train = encoded.read(args.train)
     dev = encoded.read(args.dev) if args.dev else None
     check_vocabulary(train, "src", args.spm_src)

@@ -6,8 +6,12 @@ With a shared vocabulary one model is trained on both sides and written under bo
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from aiayn import vocab
 from aiayn.commands import load_json
+from aiayn.corpus import read_lines
+from aiayn.errors import UserError
 from aiayn.io import atomic_copy
 
 
@@ -38,6 +42,11 @@ def run(args) -> int:
         input_sentence_size=settings["input_sentence_size"],
         threads=args.threads,
     )
+    for path in (args.train_src, args.train_tgt):
+        if not Path(path).is_file():
+            raise UserError(f"{path}: training text not found")
+        if not any(line.strip() for line in read_lines(path)):
+            raise UserError(f"{path}: no sentences to train a vocabulary on; rerun the prepare step")
     if settings["shared"]:
         vocab.train([args.train_src, args.train_tgt], args.out_src, **common)
         atomic_copy(args.out_src, args.out_tgt)
