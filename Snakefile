@@ -28,6 +28,7 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/tables.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/export.smk"
 
 
 report: "workflow/report/workflow.rst"
@@ -63,6 +64,11 @@ rule table2:
 rule table3:
     input:
         LAYOUT.table(3, "md"),
+
+
+rule export:
+    input:
+        [LAYOUT.export(e) for e in STUDY.in_table(2)],
 
 
 rule table4:

@@ -30,6 +30,7 @@ COMMANDS = {
     "score": ("aiayn.commands.score", "score a decoded test set (both BLEU protocols)"),
     "tables": ("aiayn.commands.tables", "write Table 2, 3 or 4 beside the paper's numbers"),
     "figures": ("aiayn.commands.figures", "learning curves, learning rate and attention maps of one run"),
+    "export": ("aiayn.commands.export", "write a trained model as a Hugging Face MarianMTModel folder"),
     "evalb": ("aiayn.commands.evalb", "EVALB (COLLINS.prm) of parsed trees against gold trees"),
     "params": ("aiayn.commands.params", "count the parameters of every experiment's model beside the paper's"),
 }

@@ -78,6 +78,10 @@ class Layout:
         """The model file decoded: which = "average" or "last"."""
         return self.average(experiment) if which == "average" else self.last_checkpoint(experiment)
 
+    def export(self, experiment: str) -> str:
+        """The Hugging Face folder of the experiment's decoded model (`aiayn export`)."""
+        return self._p(experiment, "hf")
+
     def translation(self, experiment: str, testset: str, lang: str) -> str:
         return self._p(experiment, f"{testset}.{lang}")
 

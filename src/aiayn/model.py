@@ -67,12 +67,14 @@ class ModelConfig:
 
 def sinusoidal_positions(length: int, d_model: int, offset: int = 0) -> Tensor:
     """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...) (§3.5). Shape (length, d_model)."""
-    pos = torch.arange(offset, offset + length, dtype=torch.float32).unsqueeze(1)  # (T, 1)
-    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
-    pe = torch.empty(length, d_model)
-    pe[:, 0::2] = torch.sin(pos * inv_freq)
-    pe[:, 1::2] = torch.cos(pos * inv_freq)
-    return pe
+    # computed in float64 and rounded once (as Marian's table in transformers is: an export's
+    # positions are then ours exactly); float32 arithmetic would be off by ~3e-5 at position 1000
+    pos = torch.arange(offset, offset + length, dtype=torch.float64).unsqueeze(1)  # (T, 1)
+    angle = pos / torch.pow(10000.0, torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    pe = torch.empty(length, d_model, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle)
+    return pe.float()
 
 
 class Embedding(nn.Module):

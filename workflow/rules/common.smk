@@ -134,6 +134,27 @@ def get_table_scores(table):
     return [LAYOUT.score(e.experiment, e.testset) for e in STUDY.evaluations(table)]
 
 
+def get_test_set(experiment):
+    return STUDY.dataset(STUDY.experiment(experiment)["dataset"])["test"]
+
+
+def get_model_card(experiment, input):
+    """What the exported model's card says of its run (aiayn.commands.export.model_card)."""
+    exp = STUDY.experiment(experiment)
+    ds = STUDY.dataset(exp["dataset"])
+    return {
+        "name": experiment,
+        "dataset": exp["dataset"],
+        "pair": [ds.get("src"), ds.get("tgt")],
+        "testset": ds["test"],
+        "paper_bleu": exp["paper"].get("bleu"),
+        "score": input.score,
+        "metrics": LAYOUT.metrics(
+            experiment
+        ),  # written by the training, beside its checkpoints
+    }
+
+
 def get_candidates(experiment):
     """The select command's --candidates: each candidate's setting, dev score, model and metrics."""
     dev = STUDY.dataset(STUDY.experiment(experiment)["dataset"])["dev"]

@@ -1,0 +1,165 @@
+"""`aiayn export`: a trained model as a Hugging Face MarianMTModel whose logits and greedy output
+are ours, and a CTranslate2 model converted from it that decodes as we do. Skipped, saying why,
+where the `export` extra (transformers, ctranslate2) is not installed."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+import toy
+
+from aiayn import checkpoint as ckpt
+from aiayn import cli, encoded, vocab
+from aiayn.distributed import Env
+from aiayn.encoded import BOS, EOS, PAD
+from aiayn.errors import UserError
+from aiayn.export import marian_state, residual_permutation
+from aiayn.model import sinusoidal_positions
+from aiayn.train import RunFiles, Trainer, run
+from aiayn.translate import translate
+
+WORDS = "the cat sat on a mat and dog ran far away from home to see big red ball in park".split()
+DECODE = {"beam": 4, "alpha": 0.6, "max_len_a": 1.0, "max_len_b": 20}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """A 2-layer model trained to copy its input (h * d_k = d_model, as Marian needs)."""
+    from aiayn.encode import encode_corpus
+
+    w = tmp_path_factory.mktemp("export")
+    rng = random.Random(1)
+    src = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9))) for _ in range(400)]
+    (w / "train.src").write_text("\n".join(src) + "\n")
+    (w / "train.tgt").write_text("\n".join(src) + "\n")
+    (w / "test.src").write_text("\n".join(src[:40]) + "\n")
+    (w / "test.tgt").write_text("\n".join(src[:40]) + "\n")
+    vocab.train([str(w / "train.src"), str(w / "train.tgt")], w / "spm.model", model_type="bpe", size=60,
+                input_sentence_size=0)  # fmt: skip
+    spm = str(w / "spm.model")
+    encode_corpus(str(w / "train.src"), str(w / "train.tgt"), spm, spm, str(w / "train.bin"))
+    settings = toy.settings(steps=600, warmup_steps=60)
+    settings["model"].update(N=2, d_model=32, d_ff=64, h=4, d_k=8, d_v=8)
+    files = RunFiles(w / "checkpoints", w / "model.pt", w / "metrics.jsonl")
+    assert run(Trainer(settings, encoded.read(w / "train.bin"), None, files, Env()), False) == 0
+    return w
+
+
+@pytest.fixture(scope="module")
+def exported(trained) -> Path:
+    pytest.importorskip("transformers", reason="the export extra is not installed: pip install -e '.[export]'")
+    pytest.importorskip("ctranslate2", reason="the export extra is not installed: pip install -e '.[export]'")
+    w = trained
+    card = {"name": "toy", "pair": ["xx", "yy"], "metrics": str(w / "metrics.jsonl")}
+    argv = ["export", "--model", str(w / "model.pt"), "--spm-src", str(w / "spm.model"), "--spm-tgt",
+            str(w / "spm.model"), "--decode", json.dumps(DECODE), "--card", json.dumps(card), "--out", str(w / "hf"),
+            "--ctranslate2", str(w / "ct2")]  # fmt: skip
+    assert cli.main(argv) == 0
+    return w
+
+
+def batch(ids: list[list[int]]) -> torch.Tensor:
+    x = torch.full((len(ids), max(map(len, ids)) + 1), PAD, dtype=torch.long)
+    for i, t in enumerate(ids):
+        x[i, : len(t)] = torch.tensor(t)
+        x[i, len(t)] = EOS
+    return x
+
+
+@torch.no_grad()
+def greedy(model, ids: list[list[int]], extra: int = 20) -> list[list[int]]:
+    """Our model's argmax decoding (what num_beams=1 does), EOS excluded; `extra` tokens past the source."""
+    x = batch(ids)
+    y = torch.full((len(ids), 1), BOS, dtype=torch.long)
+    done = torch.zeros(len(ids), dtype=torch.bool)
+    for _ in range(x.size(1) + extra):
+        nxt = model(x, y)[:, -1].argmax(-1)
+        nxt[done] = PAD
+        y = torch.cat([y, nxt[:, None]], 1)
+        done |= nxt == EOS
+        if done.all():
+            break
+    out = []
+    for row in y[:, 1:].tolist():
+        out.append(row[: row.index(EOS)] if EOS in row else [t for t in row if t != PAD])
+    return out
+
+
+def test_the_export_loads_and_its_logits_and_greedy_output_are_ours(exported):
+    from transformers import MarianMTModel, MarianTokenizer
+
+    w = exported
+    hf = MarianMTModel.from_pretrained(w / "hf").eval()
+    tok = MarianTokenizer.from_pretrained(w / "hf")
+    ours = ckpt.rebuild(ckpt.load(w / "model.pt")).eval()
+    lines = (w / "test.src").read_text().splitlines()
+    ids = vocab.encode(vocab.load(w / "spm.model"), lines)
+    x = batch(ids)
+    assert tok(lines, return_tensors="pt", padding=True)["input_ids"].tolist() == x.tolist()  # same tokens in
+    ref = greedy(ours, ids)
+    y = batch([[BOS] + t for t in ref])[:, :-1].clone()
+    y[y == EOS] = PAD
+    with torch.no_grad():
+        a = F.log_softmax(ours(x, y), -1)
+        b = F.log_softmax(hf(input_ids=x, attention_mask=(x != PAD).long(), decoder_input_ids=y).logits, -1)
+    torch.testing.assert_close(b, a, rtol=0, atol=1e-5)
+    with torch.no_grad():
+        out = hf.generate(input_ids=x, attention_mask=(x != PAD).long(), num_beams=1, do_sample=False,
+                          max_new_tokens=x.size(1) + 20)  # fmt: skip
+    theirs = [row[1 : row.index(EOS, 1)] if EOS in row[1:] else row[1:] for row in out.tolist()]
+    finished = [i for i, t in enumerate(ref) if len(t) < x.size(1) + 20]
+    assert len(finished) >= len(ids) // 2
+    assert [theirs[i] for i in finished] == [ref[i] for i in finished]  # token for token
+    words = tok.batch_decode(out, skip_special_tokens=True)
+    sp = vocab.load(w / "spm.model")
+    assert [words[i] for i in finished] == [vocab.decode(sp, ref[i]) for i in finished]
+
+
+def test_the_position_table_is_ours_permuted_exactly(exported):
+    """transformers recomputes Marian's table on load, in float64 rounded to float32, as we do."""
+    from transformers import MarianMTModel
+
+    hf = MarianMTModel.from_pretrained(exported / "hf")
+    n = hf.config.max_position_embeddings
+    table = sinusoidal_positions(n, 32)[:, residual_permutation(32)]
+    assert torch.equal(hf.model.encoder.embed_positions.weight.detach(), table)
+    card = (exported / "hf" / "README.md").read_text()
+    assert "MarianMTModel" in card and "GNMT's length penalty" in card and "600 updates" in card
+
+
+def test_ctranslate2_decodes_the_export_as_we_do(exported):
+    import ctranslate2
+
+    w = exported
+    sp = vocab.load(w / "spm.model")
+    lines = (w / "test.src").read_text().splitlines()
+    ids = vocab.encode(sp, lines)
+    ours = ckpt.rebuild(ckpt.load(w / "model.pt")).eval()
+    translator = ctranslate2.Translator(str(w / "ct2"), device="cpu")
+    pieces = [[sp.IdToPiece(i) for i in t] + ["</s>"] for t in ids]
+    ref = greedy(ours, ids)
+    limit = batch(ids).size(1) + 21
+    theirs = translator.translate_batch(pieces, beam_size=1, max_decoding_length=limit, min_decoding_length=0)
+    finished = [i for i, t in enumerate(ref) if len(t) < limit - 1]
+    assert len(finished) >= len(ids) // 2
+    assert [[sp.PieceToId(p) for p in theirs[i].hypotheses[0]] for i in finished] == [ref[i] for i in finished]
+    # beam 4: the searches differ only in the length penalty (ours GNMT's ((5+|Y|)/6)^0.6, CTranslate2's
+    # |Y|^0.6), so nearly every 1-best is the same
+    beam = translate(ours, ids, beam=4, alpha=0.6, max_len_a=1.0, max_len_b=20, batch_tokens=4096)
+    theirs = translator.translate_batch(
+        pieces, beam_size=4, length_penalty=0.6, max_decoding_length=limit, min_decoding_length=0
+    )
+    same = sum(h[0].tokens == [sp.PieceToId(p) for p in r.hypotheses[0]] for h, r in zip(beam, theirs))
+    assert same >= 0.9 * len(ids), f"{same} of {len(ids)} beam-4 outputs the same"
+
+
+def test_a_model_without_an_exact_marian_form_is_refused(trained):
+    payload = ckpt.load(trained / "model.pt")
+    payload["model_config"] = {**payload["model_config"], "d_k": 4}
+    with pytest.raises(UserError, match="h\\*d_k = 16 and h\\*d_v = 32 must both equal d_model = 32"):
+        marian_state(payload, 64)
