@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from conftest import ROOT
 
@@ -118,6 +119,32 @@ def test_demo_language_needs_reordering_and_agreement():
     verbs_z = {v[1] for v in lex.verbs}
     assert zil.split()[-2][:-1] in verbs_z  # the verb moves to the end
     assert any(" " in n[0] for n in lex.nouns) and any(" " in a[1] for a in lex.adverbs)  # two->one, one->two
+
+
+def test_export_through_the_dag_loads_in_transformers(run_dag):
+    """`snakemake results/base/hf` after the study: a folder transformers loads and decodes with, its
+    card carrying the run's score, and the CTranslate2 model beside it."""
+    transformers = pytest.importorskip("transformers", reason="the export extra is not installed")
+    pytest.importorskip("ctranslate2", reason="the export extra is not installed")
+    workdir = run_dag.parent
+    cmd = [sys.executable, "-m", "snakemake", "results/base/hf", "-s", str(ROOT / "Snakefile"), "-d", str(workdir),
+           "--cores", "2", "--configfile", str(workdir / "study.yaml"), "--replace-workflow-config"]  # fmt: skip
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    hf = run_dag / "base" / "hf"
+    tok = transformers.MarianTokenizer.from_pretrained(hf)
+    model = transformers.MarianMTModel.from_pretrained(hf)
+    source = (run_dag / "data" / "eng-zil" / "test.src").read_text().splitlines()[:3]
+    inputs = tok(source, return_tensors="pt", padding=True)
+    assert len(tok.batch_decode(model.generate(**inputs), skip_special_tokens=True)) == 3
+    ours = checkpoint.rebuild(checkpoint.load(run_dag / "base" / "average.pt")).eval()  # the model Table 2 decodes
+    start = torch.full((3, 1), 2)
+    with torch.no_grad():
+        theirs = model(**inputs, decoder_input_ids=start).logits
+        torch.testing.assert_close(theirs, ours(inputs["input_ids"], start), rtol=0, atol=1e-5)
+    score = json.loads((run_dag / "base" / "test.score.json").read_text())
+    assert f"{score['tokenized_bleu']['score']:.2f}" in (hf / "README.md").read_text()
+    assert (run_dag / "base" / "hf-ct2" / "model.bin").exists()
 
 
 def test_report_builds_offline_with_every_figure(run_dag):
