@@ -215,7 +215,7 @@ def test_eval_set_line_count_is_checked(tmp_path):
     spec = {"src": "dev/newstest2014-deen-src.en.sgm", "tgt": "dev/newstest2014-deen-ref.de.sgm", "lines": 3003}
     assert prepare_eval(spec, "newstest2014", archive, tmp_path / "t.src", tmp_path / "t.tgt") == 3003
     assert list(read_lines(tmp_path / "t.tgt")) == list(read_lines(shared("wmt14", "en-de", "newstest2014.de")))
-    with pytest.raises(UserError, match="has 3003 segments, newstest2014 has 2737"):
+    with pytest.raises(UserError, match="has 3003 segments, newstest2014 is expected to have 2737: set "):
         prepare_eval({**spec, "lines": 2737}, "newstest2014", archive, tmp_path / "u.src", tmp_path / "u.tgt")
 
 

@@ -105,6 +105,9 @@ def check(config: dict) -> None:
     presets = config.get("presets", {})
     for name, ds in datasets.items():
         _check_dataset(name, ds, archives)
+    unknown = [n for n in config.get("run") or [] if n not in config.get("experiments", {})]
+    if unknown:
+        raise ConfigError(f"run: unknown experiment {unknown[0]!r}; known: {', '.join(config.get('experiments', {}))}")
     for name, exp in config.get("experiments", {}).items():
         where = f"experiments.{name}"
         if name in RESERVED_NAMES:
@@ -140,12 +143,17 @@ def _check_dataset(name: str, ds: dict, archives: dict) -> None:
             raise ConfigError(f"{where}.train: a translation dataset needs at least one training corpus")
         members = [("train", m) for m in ds["train"]]
         for set_name, es in ds["eval_sets"].items():
-            if not (es.get("archive") and es.get("src") and es.get("tgt")):
-                raise ConfigError(f"{where}.eval_sets.{set_name}: a translation eval set needs archive, src and tgt")
+            if not (es.get("src") and es.get("tgt")):
+                raise ConfigError(
+                    f"{where}.eval_sets.{set_name}: a translation eval set needs src and tgt (and an archive, "
+                    "or none for files on disk)"
+                )
             members.append((f"eval_sets.{set_name}", es))
         for key, member in members:
-            if member["archive"] not in archives:
+            if member.get("archive") and member["archive"] not in archives:
                 raise ConfigError(f"{where}.{key}: unknown archive {member['archive']!r}; define it under `archives`")
+            if not member.get("archive") and not (member.get("src") and member.get("tgt")):
+                raise ConfigError(f"{where}.{key}: without an archive, src and tgt are the files on disk")
     else:
         if ds.get("treebank_archive") and ds["treebank_archive"] not in archives:
             raise ConfigError(f"{where}.treebank_archive: unknown archive {ds['treebank_archive']!r}")

@@ -169,7 +169,7 @@ def atomic_pair(src: str | os.PathLike, tgt: str | os.PathLike) -> Iterator[tupl
 
 def prepare_train(corpora: list[dict], archives: dict[str, str], cleaning: dict, out_src, out_tgt, report_path) -> dict:
     for member in corpora:
-        if member.get("archive") not in archives:
+        if member.get("archive") and member["archive"] not in archives:
             raise UserError(
                 f"--corpora names archive {member.get('archive')!r}, which --archives lacks ({', '.join(archives)})"
             )
@@ -185,10 +185,13 @@ def prepare_train(corpora: list[dict], archives: dict[str, str], cleaning: dict,
         scratch_dir(out_src) as tmp,
     ):
         for member in corpora:
-            files = extract_members(
-                archives[member["archive"]], {member["src"], member["tgt"]}, Path(tmp) / member["archive"]
-            )
-            labels = [f"{archives[member['archive']]}:{member[s]}" for s in ("src", "tgt")]
+            if member.get("archive"):
+                files = extract_members(
+                    archives[member["archive"]], {member["src"], member["tgt"]}, Path(tmp) / member["archive"]
+                )
+                labels = [f"{archives[member['archive']]}:{member[s]}" for s in ("src", "tgt")]
+            else:  # your own corpus: files on disk
+                files, labels = local_pair(member), [member["src"], member["tgt"]]
             stats = {"archive": member["archive"], "src": member["src"], "tgt": member["tgt"], "pairs": 0, "kept": 0}
             for a, b in aligned(files[member["src"]], files[member["tgt"]], *labels):
                 stats["pairs"] += 1
@@ -211,17 +214,28 @@ def prepare_train(corpora: list[dict], archives: dict[str, str], cleaning: dict,
     return report
 
 
-def prepare_eval(spec: dict, name: str, archive: str, out_src, out_tgt) -> int:
-    """Write one dev/test set (members `spec["src"]`, `spec["tgt"]`) as aligned text; check its number of lines."""
+def local_pair(member: dict) -> dict[str, Path]:
+    """A source/target pair of files on disk (no archive), each checked to exist."""
+    for side in ("src", "tgt"):
+        if not Path(member[side]).is_file():
+            raise UserError(f"{member[side]}: not found (a {side} file of your corpus, named in config.yaml)")
+    return {member["src"]: Path(member["src"]), member["tgt"]: Path(member["tgt"])}
+
+
+def prepare_eval(spec: dict, name: str, archive: str | None, out_src, out_tgt, key: str | None = None) -> int:
+    """Write one dev/test set (members `spec["src"]`, `spec["tgt"]` of `archive`, or files on disk
+    without one) as aligned text; check its number of lines against `spec["lines"]`."""
     with scratch_dir(out_src) as tmp:
-        files = extract_members(archive, {spec["src"], spec["tgt"]}, tmp)
-        pairs = list(
-            aligned(files[spec["src"]], files[spec["tgt"]], f"{archive}:{spec['src']}", f"{archive}:{spec['tgt']}")
-        )
+        if archive:
+            files = extract_members(archive, {spec["src"], spec["tgt"]}, tmp)
+            labels = (f"{archive}:{spec['src']}", f"{archive}:{spec['tgt']}")
+        else:
+            files, labels = local_pair(spec), (spec["src"], spec["tgt"])
+        pairs = list(aligned(files[spec["src"]], files[spec["tgt"]], *labels))
     if spec.get("lines") and len(pairs) != spec["lines"]:
         raise UserError(
-            f"{archive}:{spec['src']} has {len(pairs)} segments, {name} has {spec['lines']} "
-            "(the wrong version of the test set?)"
+            f"{labels[0]} has {len(pairs)} segments, {name} is expected to have {spec['lines']}: "
+            f"set {key or 'the eval set'}.lines to its size (or check that it is the right version of the set)"
         )
     with atomic_pair(out_src, out_tgt) as (fs, ft):
         for a, b in pairs:

@@ -41,9 +41,10 @@ class Study:
         self.config = config
         # experiments that cannot run as configured, with the reason; left out of every target
         self.skipped: dict[str, str] = {n: r for n in config["experiments"] if (r := self._cannot_run(n))}
+        chosen = config.get("run") or list(config["experiments"])  # `run:` picks some experiments
         self.experiments: dict[str, dict] = {}
         for name in config["experiments"]:
-            if name not in self.skipped:
+            if name not in self.skipped and name in chosen:
                 self.experiments[name] = exp = self._resolve(name)
                 for candidate in self._candidates(exp):
                     self.experiments[candidate["name"]] = candidate
@@ -244,11 +245,17 @@ class Study:
         return sorted({ev.experiment for ev in self.evaluations() if ev.model == "average"})
 
     # -- data ----------------------------------------------------------------------------------
+    def _members(self, dataset: str, part: str) -> list[dict]:
+        ds = self.dataset(dataset)
+        return ds["train"] if part == "train" else [ds["eval_sets"][part]]
+
     def archives_for(self, dataset: str, part: str) -> list[str]:
         """Archive names a translation dataset needs for `part` ("train" or an eval-set name)."""
-        ds = self.dataset(dataset)
-        members = ds["train"] if part == "train" else [ds["eval_sets"][part]]
-        return list(dict.fromkeys(m["archive"] for m in members))
+        return list(dict.fromkeys(m["archive"] for m in self._members(dataset, part) if m.get("archive")))
+
+    def local_files(self, dataset: str, part: str) -> list[str]:
+        """Files on disk (members without an archive: your own corpus) that `part` of `dataset` reads."""
+        return [m[side] for m in self._members(dataset, part) if not m.get("archive") for side in ("src", "tgt")]
 
     def archives(self) -> list[str]:
         """Every archive some dataset of the study needs."""

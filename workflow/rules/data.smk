@@ -46,6 +46,7 @@ rule generate_archive:
 rule prepare_train:
     input:
         archives=lambda w: get_archive_files(w.dataset, "train"),
+        local=lambda w: STUDY.local_files(w.dataset, "train"),
     output:
         src=LAYOUT.text("{dataset}", "train", "src"),
         tgt=LAYOUT.text("{dataset}", "train", "tgt"),
@@ -71,6 +72,7 @@ rule prepare_train:
 rule prepare_eval:
     input:
         archives=lambda w: get_archive_files(w.dataset, w.evalset),
+        local=lambda w: STUDY.local_files(w.dataset, w.evalset),
     output:
         src=LAYOUT.text("{dataset}", "{evalset}", "src"),
         tgt=LAYOUT.text("{dataset}", "{evalset}", "tgt"),
@@ -83,9 +85,12 @@ rule prepare_eval:
         "../../envs/data.yaml"
     params:
         spec=lambda w: json.dumps(STUDY.dataset(w.dataset)["eval_sets"][w.evalset]),
+        archive=lambda w, input: (
+            f"--archive {input.archives[0]}" if input.archives else ""
+        ),
     shell:
-        "python -m aiayn prepare-eval --spec {params.spec:q} --name {wildcards.evalset}"
-        " --archive {input.archives[0]} --src {output.src} --tgt {output.tgt} >> {log} 2>&1"
+        "python -m aiayn prepare-eval --spec {params.spec:q} --name {wildcards.evalset} --dataset {wildcards.dataset}"
+        " {params.archive} --src {output.src} --tgt {output.tgt} >> {log} 2>&1"
 
 
 rule train_vocab:

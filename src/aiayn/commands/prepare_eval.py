@@ -9,12 +9,14 @@ from aiayn.corpus import prepare_eval
 def add_arguments(parser):
     parser.add_argument("--spec", required=True, help='JSON: {"src": member, "tgt": member, "lines": N}')
     parser.add_argument("--name", required=True, help="name of the set (for messages)")
-    parser.add_argument("--archive", required=True, help="the downloaded archive holding it")
+    parser.add_argument("--archive", default="", help="the downloaded archive holding it (none: files on disk)")
+    parser.add_argument("--dataset", help="the dataset's name (messages name its config keys)")
     parser.add_argument("--src", required=True)
     parser.add_argument("--tgt", required=True)
 
 
 def run(args) -> int:
-    n = prepare_eval(load_json(args.spec, "--spec"), args.name, args.archive, args.src, args.tgt)
+    key = f"datasets.{args.dataset}.eval_sets.{args.name}" if args.dataset else None
+    n = prepare_eval(load_json(args.spec, "--spec"), args.name, args.archive or None, args.src, args.tgt, key)
     print(f"{args.name}: {n} segments -> {args.src}, {args.tgt}")
     return 0

@@ -1,0 +1,75 @@
+"""Your own language pair, as README's "Your own language pair" types it: examples/own-pair.yaml
+over files on disk (plain and gzipped, no archive, no checksum), run end to end to Table 2; and
+`run:` picking one experiment from the command line."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from aiayn import demo
+
+
+def write_corpus(workdir: Path, sizes: dict[str, int]) -> None:
+    """The demo's made-up pair as plain files where examples/own-pair.yaml expects them."""
+    data = workdir / "data" / "my-pair"
+    data.mkdir(parents=True)
+    for split, rows in demo.splits(7, sizes).items():
+        src = "".join(r[0] + "\n" for r in rows)
+        tgt = "".join(r[1] + "\n" for r in rows)
+        if split == "test":
+            (data / "test.en.gz").write_bytes(gzip.compress(src.encode()))
+            (data / "test.xx.gz").write_bytes(gzip.compress(tgt.encode()))
+        else:
+            (data / f"{split}.en").write_text(src)
+            (data / f"{split}.xx").write_text(tgt)
+
+
+def snakemake(workdir: Path, *args: str, configfiles: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(workdir), "--cores", "2",
+           "--configfile", str(ROOT / "examples/own-pair.yaml"), *configfiles, "--replace-workflow-config",
+           *args]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+
+
+def test_the_documented_own_pair_runs_from_plain_files_to_table2(tmp_path):
+    write_corpus(tmp_path, {"train": 3000, "dev": 100, "test": 100})
+    plan = snakemake(tmp_path, "-n", "--quiet", "rules")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    assert "download" not in plan.stdout and "train " in plan.stdout
+    only = snakemake(tmp_path, "--config", "run=[my-small]", "-n", "-p")
+    assert only.returncode == 0 and "my-small-ls0" not in only.stdout and "results/own/my-small/" in only.stdout
+    run = snakemake(tmp_path, "--config", "run=[my-small]")
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
+    rows = list(csv.DictReader((tmp_path / "results/own/tables/table2.csv").open()))
+    assert [r["experiment"] for r in rows] == ["my-small"] and rows[0]["status"] == "done"
+    assert float(rows[0]["bleu"]) >= 0 and rows[0]["lines"] == "100"
+
+
+def test_a_wrong_line_count_names_the_key(tmp_path):
+    write_corpus(tmp_path, {"train": 300, "dev": 20, "test": 20})
+    override = tmp_path / "lines.yaml"  # a second config file over the example (`--config` gives strings)
+    override.write_text(
+        "datasets: {my-pair: {eval_sets: {dev: {src: data/my-pair/dev.en, tgt: data/my-pair/dev.xx, lines: 30}}}}\n"
+    )
+    run = snakemake(tmp_path, "results/own/data/my-pair/dev.src", configfiles=(str(override),))
+    assert run.returncode != 0
+    log = (tmp_path / "results/own/logs/prepare_eval/my-pair.dev.log").read_text()
+    assert (
+        "data/my-pair/dev.en has 20 segments, dev is expected to have 30: set datasets.my-pair.eval_sets.dev.lines"
+        in log
+    )
+
+
+@pytest.mark.parametrize("missing", ["data/my-pair/train.xx"])
+def test_a_missing_file_of_your_corpus_is_named(tmp_path, missing):
+    write_corpus(tmp_path, {"train": 300, "dev": 20, "test": 20})
+    (tmp_path / missing).unlink()
+    run = snakemake(tmp_path, "-n")
+    assert run.returncode != 0 and missing in run.stdout + run.stderr
