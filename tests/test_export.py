@@ -163,3 +163,43 @@ def test_a_model_without_an_exact_marian_form_is_refused(trained):
     payload["model_config"] = {**payload["model_config"], "d_k": 4}
     with pytest.raises(UserError, match="h\\*d_k = 16 and h\\*d_v = 32 must both equal d_model = 32"):
         marian_state(payload, 64)
+
+
+def test_the_trained_model_decoding_benchmark_runs(exported, tmp_path):
+    """benchmarks/decode_trained.py (ours vs HF generate vs CTranslate2) on the exported model, tiny."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    w = exported
+    out = tmp_path / "bench.json"
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks/decode_trained.py"),
+            "--model",
+            str(w / "model.pt"),
+            "--spm",
+            str(w / "spm.model"),
+            "--input",
+            str(w / "test.src"),
+            "--export",
+            str(w / "hf"),
+            "--ct2",
+            str(w / "ct2"),
+            "--repeats",
+            "1",
+            "--sentences",
+            "8",
+            "--json",
+            str(out),
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert set(report["sentences_per_s"]) == {"ours", "hf_generate", "ctranslate2"}
+    assert report["same_1best_as_ours"]["ours"] == 1.0 and report["sentences"] == 8
