@@ -38,6 +38,7 @@ rule all:
     default_target: True
     input:
         [LAYOUT.table(n, ext) for n in TABLES for ext in ("md", "csv")],
+        [LAYOUT.table(1, ext) for ext in ("md", "csv", "png")],
         [LAYOUT.figure(e, "learning_curves.png") for e in STUDY.reported],
 
 
@@ -54,6 +55,11 @@ rule vocab:
 rule models:
     input:
         [LAYOUT.last_checkpoint(e) for e in STUDY.experiments],
+
+
+rule table1:
+    input:
+        [LAYOUT.table(1, ext) for ext in ("md", "csv", "png")],
 
 
 rule table2:

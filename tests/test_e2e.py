@@ -53,6 +53,10 @@ def run_dag(tmp_path_factory):
 
 
 def test_every_table_with_paper_columns(run_dag):
+    table1 = list(csv.DictReader((run_dag / "tables/table1.csv").open()))
+    assert [r["layer"] for r in table1][:2] == ["self-attention", "recurrent"] and (
+        run_dag / "tables/table1.png"
+    ).exists()
     for n in (2, 3, 4):
         md, table = run_dag / f"tables/table{n}.md", run_dag / f"tables/table{n}.csv"
         assert md.exists() and table.exists()

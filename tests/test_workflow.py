@@ -42,6 +42,7 @@ def test_job_count_per_rule(plan):
         "translate": 25 + N_CANDIDATES,  # Table 2: 4 on newstest2014, Table 3: 20 on newstest2013, Table 4: 1, wsj22
         "score": 25 + N_CANDIDATES,
         "table": 3,
+        "measure_table1": 1,  # Table 1 (§4), measured
         "figures": N_EXPERIMENTS,  # learning curves, learning rate, attention maps per reported model
         "all": 1,
     }

@@ -28,6 +28,7 @@ COMMANDS = {
     "select": ("aiayn.commands.select", "take the best candidate of a tuning grid on the dev set (§6.3)"),
     "translate": ("aiayn.commands.translate", "decode a source file with beam search"),
     "score": ("aiayn.commands.score", "score a decoded test set (both BLEU protocols)"),
+    "table1": ("aiayn.commands.table1", "measure Table 1: complexity, sequential operations, path length (§4)"),
     "tables": ("aiayn.commands.tables", "write Table 2, 3 or 4 beside the paper's numbers"),
     "figures": ("aiayn.commands.figures", "learning curves, learning rate and attention maps of one run"),
     "export": ("aiayn.commands.export", "write a trained model as a Hugging Face MarianMTModel folder"),

@@ -3,6 +3,24 @@ localrules:
     table,
 
 
+# Table 1 (§4), measured on the rule's machine: FLOPs, time, sequential steps, path lengths.
+rule measure_table1:
+    output:
+        md=LAYOUT.table(1, "md"),
+        csv=LAYOUT.table(1, "csv"),
+        figure=LAYOUT.table(1, "png"),
+    log:
+        LAYOUT.log("table", "table1"),
+    conda:
+        "../../envs/torch.yaml"
+    threads: 2
+    params:
+        settings=json.dumps(config["table1"]),
+    shell:
+        "python -m aiayn table1 --settings {params.settings:q} --threads {threads} --out-md {output.md}"
+        " --out-csv {output.csv} --figure {output.figure} >> {log} 2>&1"
+
+
 rule table:
     input:
         scores=lambda w: get_table_scores(int(w.n)),

@@ -1,0 +1,339 @@
+"""Table 1 (§4, "Why Self-Attention"), measured: complexity per layer, sequential operations and
+maximum path length of self-attention, recurrent, convolutional and restricted self-attention
+layers, beside the paper's asymptotic column.
+
+- Complexity per layer: the forward FLOPs of one layer over a sequence of n positions of width d,
+  counted by torch's FLOP counter (`torch.utils.flop_counter`), and its wall time (best of a few);
+  the exponents of n and of d are the least-squares slopes on log-log axes. For the attention
+  layers the FLOPs are those of the attention itself (Q K^T and the weighted sum of V), as the
+  paper's O(n^2 d) and O(r n d) count them: the four projections (O(n d^2), position-wise) are
+  counted separately and left out; the wall time is the whole layer's.
+- Sequential operations: the dependent steps a layer takes over n positions, by construction: the
+  recurrence applies its cell n times, one after the other; attention and convolution are one
+  batched operation each.
+- Maximum path length: measured. For a stack of L layers (random weights), output position 0
+  depends on input position n-1 when the gradient of the one with respect to the other is not zero;
+  the path length is the smallest such L. For the recurrence the path runs through its steps inside
+  one layer: the number of cell applications between reading position 0 and writing position n-1,
+  counted on an unrolled cell.
+- Crossover: the smallest measured n at which self-attention takes longer than the recurrent layer
+  at the same d (the paper: self-attention is faster when n < d).
+
+Layers are torch's own where they exist (`nn.LSTM`, `nn.Conv1d`, the model's attention with
+`F.scaled_dot_product_attention`); restricted self-attention is that attention with a banded mask
+of neighbourhood r; the dilated convolution doubles as the O(log_k n) path of §4.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+from torch.utils.flop_counter import FlopCounterMode
+
+# the paper's Table 1 (n: sequence length, d: representation dimension, k: kernel size, r: neighbourhood)
+PAPER = {
+    "self-attention": ("O(n^2 d)", "O(1)", "O(1)"),
+    "recurrent": ("O(n d^2)", "O(n)", "O(n)"),
+    "convolutional": ("O(k n d^2)", "O(1)", "O(log_k(n))"),
+    "restricted self-attention": ("O(r n d)", "O(1)", "O(n/r)"),
+}
+# exponents of n and d the paper's complexities imply
+PAPER_EXPONENTS = {
+    "self-attention": (2, 1),
+    "recurrent": (1, 2),
+    "convolutional": (1, 2),
+    "separable convolutional": (1, 2),  # k n d + n d^2 (§4): the pointwise part dominates
+    "restricted self-attention": (1, 1),
+}
+KINDS = ("self-attention", "recurrent", "convolutional", "separable convolutional", "restricted self-attention")
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention (§3.2): softmax(Q K^T / sqrt(d_k)) V over all n positions, written
+    out as matrix products so that torch's FLOP counter sees them (the fused CPU kernel is not
+    counted). With `radius` r: restricted self-attention, each position attending to the 2r + 1
+    around it, computed on that band only (keys unfolded per position), O(r n d)."""
+
+    def __init__(self, d: int, heads: int, radius: int | None = None):
+        super().__init__()
+        self.h, self.radius = heads, radius
+        self.W_q, self.W_k, self.W_v, self.W_o = (nn.Linear(d, d) for _ in range(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (1, n, d)
+        B, n, d = x.shape
+        h, dk = self.h, d // self.h
+        q, k, v = (w(x).view(B, n, h, dk).transpose(1, 2) for w in (self.W_q, self.W_k, self.W_v))  # (B, h, n, dk)
+        if self.radius is None:
+            weights = (q @ k.transpose(-1, -2) / math.sqrt(dk)).softmax(-1)  # (B, h, n, n)
+            out = weights @ v
+        else:
+            r = self.radius
+            band = 2 * r + 1
+            pad = nn.functional.pad  # keys and values of positions i - r .. i + r, zeros outside
+            kb = pad(k, (0, 0, r, r)).unfold(2, band, 1)  # (B, h, n, dk, band)
+            vb = pad(v, (0, 0, r, r)).unfold(2, band, 1)
+            scores = (q.unsqueeze(-2) @ kb).squeeze(-2) / math.sqrt(dk)  # (B, h, n, band)
+            i = torch.arange(n, device=x.device)[:, None] + torch.arange(-r, r + 1, device=x.device)
+            scores = scores.masked_fill(((i < 0) | (i >= n))[None, None], float("-inf"))
+            out = (scores.softmax(-1).unsqueeze(-2) @ vb.transpose(-1, -2)).squeeze(-2)  # (B, h, n, dk)
+        return self.W_o(out.transpose(1, 2).reshape(B, n, d))
+
+
+class Recurrent(nn.Module):
+    def __init__(self, d: int):
+        super().__init__()
+        self.lstm = nn.LSTM(d, d, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lstm(x)[0]
+
+    def unrolled(self, x: torch.Tensor) -> torch.Tensor:
+        """The same layer, one LSTMCell step per position (n dependent steps)."""
+        cell = nn.LSTMCell(self.lstm.input_size, self.lstm.hidden_size)
+        cell.weight_ih, cell.weight_hh = self.lstm.weight_ih_l0, self.lstm.weight_hh_l0
+        cell.bias_ih, cell.bias_hh = self.lstm.bias_ih_l0, self.lstm.bias_hh_l0
+        h = c = x.new_zeros(x.size(0), self.lstm.hidden_size)
+        out = []
+        for t in range(x.size(1)):
+            h, c = cell(x[:, t], (h, c))
+            out.append(h)
+        return torch.stack(out, 1)
+
+
+class Convolution(nn.Module):
+    """Kernel k over the positions, "same" padding; separable: depthwise k, then pointwise (§4);
+    dilation: the k-ary dilated convolutions of the O(log_k n) path."""
+
+    def __init__(self, d: int, k: int, separable: bool = False, dilation: int | None = None):
+        super().__init__()
+        # centered ("same") for a plain kernel; a dilated one (a layer of a k-ary dilated stack, its
+        # dilation k^i) looks ahead only, offsets 0, dil, .., (k-1) dil, as WaveNet-style stacks do,
+        # so that L layers reach every offset below k^L
+        self.pad = ((k - 1) // 2, (k - 1) // 2) if dilation is None else (0, dilation * (k - 1))
+        dilation = dilation or 1
+        if separable:
+            self.conv = nn.Sequential(nn.Conv1d(d, d, k, dilation=dilation, groups=d), nn.Conv1d(d, d, 1))
+        else:
+            self.conv = nn.Conv1d(d, d, k, dilation=dilation)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(nn.functional.pad(x.transpose(1, 2), self.pad)).transpose(1, 2)
+
+
+def make(kind: str, d: int, *, k: int, r: int, heads: int = 8, dilation: int | None = None) -> nn.Module:
+    heads = math.gcd(heads, d)
+    return {
+        "self-attention": lambda: SelfAttention(d, heads),
+        "restricted self-attention": lambda: SelfAttention(d, heads, radius=r),
+        "recurrent": lambda: Recurrent(d),
+        "convolutional": lambda: Convolution(d, k, dilation=dilation),
+        "separable convolutional": lambda: Convolution(d, k, separable=True),
+    }[kind]()
+
+
+@torch.no_grad()
+def flops(layer: nn.Module, n: int, d: int) -> int:
+    """Forward FLOPs by torch's counter. nn.LSTM's fused kernel is not counted: its FLOPs are
+    counted on an LSTMCell with its weights, unrolled over the n steps (the same arithmetic)."""
+    x = torch.randn(1, n, d)
+    with FlopCounterMode(display=False) as counter:
+        if isinstance(layer, Recurrent):
+            layer.unrolled(x)
+        else:
+            layer(x)
+    total = counter.get_total_flops()
+    if isinstance(layer, SelfAttention):  # Table 1 counts the attention itself, not the projections
+        with FlopCounterMode(display=False) as projections:
+            for w in (layer.W_q, layer.W_k, layer.W_v, layer.W_o):
+                w(x)
+        total -= projections.get_total_flops()
+    return total
+
+
+@torch.no_grad()
+def seconds(layer: nn.Module, n: int, d: int, repeats: int = 3) -> float:
+    x = torch.randn(1, n, d)
+    layer(x)  # warm-up
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        layer(x)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def slope(xs: list[float], ys: list[float]) -> float:
+    """Least-squares slope of log y against log x."""
+    lx, ly = [math.log(x) for x in xs], [math.log(max(y, 1e-12)) for y in ys]
+    mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
+    return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
+
+
+def depends(stack: list[nn.Module], n: int, d: int) -> bool:
+    """Whether output position 0 of the stack depends on input position n-1 (a non-zero gradient)."""
+    x = torch.randn(1, n, d, requires_grad=True)
+    y = x
+    for layer in stack:
+        y = layer(y)
+    (grad,) = torch.autograd.grad(y[0, 0].sum(), x)
+    return bool(grad[0, n - 1].abs().sum() > 0)
+
+
+def path_length(kind: str, n: int, *, k: int, r: int, d: int = 8, limit: int | None = None) -> int:
+    """Layers (or, for the recurrence, cell steps) on the shortest path from input n-1 to output 0."""
+    torch.manual_seed(0)
+    if kind == "recurrent":
+        return recurrent_steps(n, d)
+    stack: list[nn.Module] = []
+    limit = limit or n + 1
+    while len(stack) < limit:
+        dilation = k ** len(stack) if kind == "dilated convolutional" else None
+        if dilation is not None and dilation > k * n:
+            break  # wider layers cannot reach further within n positions
+        layer_kind = "convolutional" if kind == "dilated convolutional" else kind
+        stack.append(make(layer_kind, d, k=k, r=r, heads=2, dilation=dilation))
+        if depends(stack, n, d):
+            return len(stack)
+    raise RuntimeError(f"{kind}: no path within {limit} layers")
+
+
+def recurrent_steps(n: int, d: int) -> int:
+    """Cell applications between reading input 0 and writing output n-1, on an unrolled LSTM cell:
+    the output at step t is written by the t-th application after the one that read input 0."""
+    cell = nn.LSTMCell(d, d)
+    x = torch.randn(n, d, requires_grad=True)
+    h = c = torch.zeros(1, d)
+    steps = 0
+    for t in range(n):
+        h, c = cell(x[t : t + 1], (h, c))
+        steps += 1
+        if t == n - 1:
+            (grad,) = torch.autograd.grad(h.sum(), x)
+            assert grad[0].abs().sum() > 0  # output n-1 does depend on input 0
+    return steps  # applications from reading x_0 (the first) to writing y_{n-1} (the last), inclusive
+
+
+def sequential_operations(kind: str, n: int) -> int:
+    """Dependent steps over n positions, by construction: the recurrence's cell calls, else one."""
+    return n if kind == "recurrent" else 1
+
+
+@dataclass
+class Result:
+    rows: list[dict]
+    curves: dict  # kind -> {"n": [...], "flops": [...], "seconds": [...]}
+    crossover_n: int | None
+    d: int
+
+
+def measure(*, d: int, ns: list[int], ds: list[int], k: int, r: int, path_ns: list[int], repeats: int = 3) -> Result:
+    torch.manual_seed(0)
+    rows, curves = [], {}
+    attention_s = recurrent_s = None
+    for kind in KINDS:
+        layer = make(kind, d, k=k, r=r).eval()
+        f = [flops(layer, n, d) for n in ns]
+        s = [seconds(layer, n, d, repeats) for n in ns]
+        width = [flops(make(kind, w, k=k, r=r).eval(), ns[len(ns) // 2], w) for w in ds]
+        curves[kind] = {"n": ns, "flops": f, "seconds": s}
+        if kind == "self-attention":
+            attention_s = s
+        if kind == "recurrent":
+            recurrent_s = s
+        paper = PAPER.get(kind.replace("separable ", ""), ("", "", ""))
+        path_kind = "dilated convolutional" if kind == "convolutional" else kind
+        paths = {n: path_length(path_kind, n, k=k, r=r) for n in path_ns} if kind != "separable convolutional" else {}
+        if kind == "convolutional":
+            paths_plain = {n: path_length("convolutional", n, k=k, r=r) for n in path_ns}
+        rows.append(
+            {
+                "layer": kind,
+                "paper_complexity": "O(k n d + n d^2)" if kind == "separable convolutional" else paper[0],
+                "n_exponent_flops": f"{slope(ns, f):.2f}",
+                "paper_n_exponent": PAPER_EXPONENTS[kind][0],
+                "d_exponent_flops": f"{slope(ds, width):.2f}",
+                "paper_d_exponent": PAPER_EXPONENTS[kind][1],
+                "n_exponent_time": f"{slope(ns, s):.2f}",
+                "sequential_ops": f"{sequential_operations(kind, ns[-1])} at n={ns[-1]}",
+                "paper_sequential": paper[1] or "O(1)",
+                "path_length": ", ".join(f"{v} at n={n}" for n, v in paths.items()) or "-",
+                "paper_path": paper[2] if kind != "separable convolutional" else "O(log_k(n))",
+                "flops_at_max_n": f"{f[-1]:.3g}",
+                "seconds_at_max_n": f"{s[-1]:.4f}",
+            }
+        )
+        if kind == "convolutional":
+            rows[-1]["path_length"] += " (dilated k^i); contiguous: " + ", ".join(
+                f"{v} at n={n}" for n, v in paths_plain.items()
+            )
+    crossover = next((n for n, a, b in zip(ns, attention_s, recurrent_s) if a > b), None)
+    return Result(rows, curves, crossover, d)
+
+
+# -- the table ----------------------------------------------------------------------------------
+COLUMNS = [
+    "layer",
+    "paper_complexity",
+    "n_exponent_flops",
+    "paper_n_exponent",
+    "d_exponent_flops",
+    "paper_d_exponent",
+    "n_exponent_time",
+    "sequential_ops",
+    "paper_sequential",
+    "path_length",
+    "paper_path",
+    "flops_at_max_n",
+    "seconds_at_max_n",
+]
+
+
+def markdown(result: Result, settings: dict) -> str:
+    from aiayn.tables import to_markdown  # noqa: PLC0415
+
+    ns = settings["n"]
+    cross = (
+        f"self-attention first takes longer than the recurrent layer at n = {result.crossover_n} "
+        f"(d = {result.d}); the paper: self-attention is faster while n < d"
+        if result.crossover_n
+        else f"self-attention was faster than the recurrent layer at every measured n (up to {ns[-1]}, "
+        f"d = {result.d}); the paper: self-attention is faster while n < d"
+    )
+    return (
+        "# Table 1: complexity per layer, sequential operations and maximum path length, measured\n\n"
+        + to_markdown(result.rows, COLUMNS)
+        + f"\n\nMeasured on {settings.get('device', 'cpu')} at d = {result.d} over n = {ns[0]}..{ns[-1]}, "
+        f"widths {settings['d']}, kernel k = {settings['k']}, neighbourhood r = {settings['r']} "
+        "(aiayn.table1). Exponents: least-squares slopes of log FLOPs (torch's FLOP counter; for the attention "
+        "layers the attention itself, without the position-wise projections) and of log wall time against log n "
+        "and log d. Sequential operations: the recurrence's cell calls, by construction. Path length: the smallest "
+        "stack of layers whose output position 0 depends on input position n-1 (a non-zero gradient); for the "
+        "recurrence the cell steps from reading position 0 to writing position n-1; for the convolution, k-ary "
+        "dilated layers (the paper's O(log_k n)) and, for comparison, contiguous ones (O(n/k)). "
+        f"Crossover: {cross}.\n"
+    )
+
+
+def figure(result: Result, path) -> None:
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    from aiayn.io import atomic_path  # noqa: PLC0415
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for kind, c in result.curves.items():
+        axes[0].loglog(c["n"], c["flops"], marker="o", label=kind)
+        axes[1].loglog(c["n"], c["seconds"], marker="o", label=kind)
+    axes[0].set(xlabel="n (positions)", ylabel="FLOPs per layer", title=f"FLOPs, d = {result.d}")
+    axes[1].set(xlabel="n (positions)", ylabel="seconds per layer (forward)", title=f"wall time, d = {result.d}")
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=100)
+    plt.close(fig)
