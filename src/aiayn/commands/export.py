@@ -29,6 +29,7 @@ def model_card(info: dict, decode: dict) -> str:
     bleu = score.get("tokenized_bleu", {}).get("score")
     sacre = score.get("sacrebleu", {})
     pair = "-".join(info.get("pair") or []) or "?"
+    signature = str(sacre.get("signature")).replace("|", "&#124;")  # a | would split the table cell
     lines = [
         "---",
         "library_name: transformers",
@@ -45,7 +46,7 @@ def model_card(info: dict, decode: dict) -> str:
         "|---|---|",
         f"| test set | {info.get('testset', '?')} ({score.get('lines', '?')} lines) |",
         f"| BLEU, tokenized as the paper measured it | {bleu:.2f} |" if bleu is not None else "| BLEU | not scored |",
-        f"| sacreBLEU | {sacre['score']:.2f} (`{str(sacre.get('signature')).replace('|', '&#124;')}`) |" if sacre else "| sacreBLEU | - |",
+        f"| sacreBLEU | {sacre['score']:.2f} (`{signature}`) |" if sacre else "| sacreBLEU | - |",
         f"| the paper's BLEU | {info['paper_bleu']} |" if info.get("paper_bleu") is not None else "| the paper | - |",
         f"| training | {m.get('step', '?')} updates, {m.get('hours', 0):.1f} h on {m.get('gpus', '?')} x "
         f"{m.get('device', '?')} ({m.get('precision', '?')}) |",
