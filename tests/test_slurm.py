@@ -133,7 +133,7 @@ def test_tiny_study_through_the_slurm_profile(tmp_path):
         starts = [
             json.loads(line)
             for line in (results / experiment / "metrics.jsonl").read_text().splitlines()
-            if '"event"' in line
+            if '"event": "start"' in line
         ]
         assert all(s["world_size"] == 2 and s["agents"] == 2 for s in starts)
         # the same final model as one process with gradient accumulation 2 (dropout on, requeue or not)
