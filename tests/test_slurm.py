@@ -144,7 +144,7 @@ def test_tiny_study_through_the_slurm_profile(tmp_path):
     assert done.get("job"), "the base training job was never seen running"
     # base trains longer than one job's time (big's 24 steps fit in one)
     metrics = (results / "base/metrics.jsonl").read_text().splitlines()
-    starts = [json.loads(line)["step"] for line in metrics if '"event"' in line]
+    starts = [json.loads(line)["step"] for line in metrics if '"event": "start"' in line]
     assert len(starts) >= 2 and starts[0] == 0 and all(s > 0 for s in starts[1:])  # each requeue resumed
     stops = [json.loads(line) for line in metrics if '"stop"' in line]  # the stopped job's log is replaced
     assert stops and all(s["reason"].endswith("reaches its time limit in 90 s or less") for s in stops), stops
