@@ -14,6 +14,12 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Run inside a Slurm allocation (an interactive srun), a trainer the tests start would take the
+# allocation for its own job and requeue it on a stop (aiayn.distributed.requeue): the tests are
+# no Slurm job of theirs. Tests that need one set SLURM_JOB_ID themselves.
+for _var in ("SLURM_JOB_ID", "SLURM_JOBID"):
+    os.environ.pop(_var, None)
 SHARED = ROOT.parent / "shared"
 
 

@@ -157,7 +157,7 @@ def requeue(env: Env, log) -> str:
     that it resumes when it runs again, as Slurm's own requeue after a preemption does (rank 0; the
     job keeps its id, and Snakemake keeps waiting on it). Says what happens next."""
     job = os.environ.get("SLURM_JOB_ID")
-    if not job or os.environ.get("AIAYN_NO_REQUEUE"):
+    if not job:
         return "run again to resume"
     if not env.main:
         return f"Slurm job {job} requeued by rank 0"
