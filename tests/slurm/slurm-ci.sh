@@ -2,7 +2,11 @@
 # A real single-node Slurm on localhost for the integration test (tests/test_slurm.py) and CI:
 #   tests/slurm/slurm-ci.sh up     install (Debian packages), configure and start munge, MariaDB,
 #                                  slurmdbd, slurmctld and slurmd, with FAKE_GPUS fake GPUs
-#   tests/slurm/slurm-ci.sh down   stop exactly the daemons started here, by their pid files
+#   tests/slurm/slurm-ci.sh down   cancel the jobs left in its queue, stop exactly the daemons
+#                                  started here (by their pid files), put /etc/slurm back
+# An existing /etc/slurm is copied to /etc/slurm.aiayn-ci-backup before `up` writes its own and
+# moved back by `down` (an /etc/slurm that did not exist is removed again). Left installed: the
+# packages, /etc/munge/munge.key (created if missing), the MariaDB database and user of slurmdbd.
 # Needs root. With accounting (slurmdbd) the Slurm executor plugin's default status command
 # (sacct) works as on a real cluster. Env: FAKE_GPUS (2), FAKE_CPUS (8), SLURM_CI_TMP.
 set -euo pipefail
@@ -18,9 +22,32 @@ stop_pidfile() {
   kill -KILL "$p" 2>/dev/null || true
 }
 
-down() { for f in $PIDS; do stop_pidfile "$f"; done; }
+BACKUP=/etc/slurm.aiayn-ci-backup   # what /etc/slurm was before `up` (a folder, or a file `absent`)
+
+backup_conf() {
+  [ -e "$BACKUP" ] && return 0   # an earlier `up` without its `down`: the backup already holds the original
+  if [ -d /etc/slurm ]; then cp -a /etc/slurm "$BACKUP"; else touch "$BACKUP"; fi
+}
+
+restore_conf() {
+  [ -e "$BACKUP" ] || return 0
+  rm -rf /etc/slurm
+  if [ -d "$BACKUP" ]; then mv "$BACKUP" /etc/slurm; else rm -f "$BACKUP"; fi
+}
+
+down() {
+  # jobs left in the queue (a killed test run) would come back with the next `up`: Slurm keeps them
+  # in its StateSaveLocation
+  if [ -f /run/slurmctld.pid ] && command -v squeue >/dev/null; then
+    squeue -h -o %i 2>/dev/null | xargs -r scancel 2>/dev/null || true
+    for _ in $(seq 1 40); do [ -z "$(squeue -h -t R,CG -o %i 2>/dev/null)" ] && break; sleep 0.25; done
+  fi
+  for f in $PIDS; do stop_pidfile "$f"; done
+  restore_conf
+}
 
 write_conf() {
+  backup_conf
   read -r _ _ _ _ MEM <<<"$(slurmd -C | head -1 | sed -E 's/.*CPUs=([0-9]+) Boards=[0-9]+ SocketsPerBoard=([0-9]+) CoresPerSocket=([0-9]+) ThreadsPerCore=([0-9]+) RealMemory=([0-9]+).*/\1 \2 \3 \4 \5/')"
   MEM=$((MEM - 512))
   mkdir -p /etc/slurm /var/spool/slurmctld /var/spool/slurmd /var/log/slurm
@@ -71,7 +98,8 @@ CONF
 up() {
   mkdir -p "$WORK"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-    munge slurmctld slurmd slurm-client slurmdbd mariadb-server >"$WORK/apt.log"
+    munge slurmctld slurmd slurm-client slurmdbd mariadb-server >"$WORK/apt.log" 2>&1 \
+    || { echo "apt-get install failed ($WORK/apt.log):" >&2; tail -20 "$WORK/apt.log" >&2; exit 1; }
   [ -s /etc/munge/munge.key ] || { mungekey --create; chown munge:munge /etc/munge/munge.key; chmod 400 /etc/munge/munge.key; }
   install -d -o munge -g munge -m 755 /run/munge
   runuser -u munge -- /usr/sbin/munged
