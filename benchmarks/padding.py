@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -23,9 +24,10 @@ from aiayn.batching import length_batches, micro_batch_budget  # noqa: E402
 
 
 def real_lengths(pair: str = "en-de") -> tuple[np.ndarray, np.ndarray]:
-    folder = ROOT.parent / "shared" / "data" / "wmt_news_2008_2012" / pair
+    data = Path(os.environ.get("AIAYN_TEST_DATA") or ROOT.parent / "shared" / "data")
+    folder = data / "wmt_news_2008_2012" / pair
     if not folder.is_dir():
-        sys.exit(f"{folder} is absent: this benchmark reads the project's shared data (not part of a clone)")
+        sys.exit(f"{folder} is absent: this benchmark reads real WMT news text; set AIAYN_TEST_DATA (README, Tests)")
     src, tgt = [], []
     for path in sorted(folder.glob("*.en.gz")):
         other = path.with_name(path.name.replace(".en.gz", f".{pair[3:]}.gz"))

@@ -21,6 +21,20 @@ ROOT = Path(__file__).resolve().parents[1]
 for _var in ("SLURM_JOB_ID", "SLURM_JOBID"):
     os.environ.pop(_var, None)
 SHARED = ROOT.parent / "shared"
+# Real public data some tests read (newstest sets, a WMT news slice, the NLTK treebank sample):
+# ../shared/data in the project's tree, or the folder AIAYN_TEST_DATA names (README, "Tests").
+TEST_DATA = Path(os.environ.get("AIAYN_TEST_DATA") or SHARED / "data")
+
+
+def real_data(*parts: str) -> Path:
+    """A file of the real test data, or a skip that says how to lift it."""
+    path = TEST_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(
+            f"{path} is absent: the real public test data is not in a clone; set AIAYN_TEST_DATA to a "
+            "folder laid out as README.md, section Tests, describes (which file, from where)"
+        )
+    return path
 
 
 @pytest.fixture(scope="session")
@@ -44,6 +58,14 @@ def snakemake(*args: str, cwd: Path = ROOT, timeout: int = 300) -> subprocess.Co
     env.setdefault("XDG_CACHE_HOME", str(Path(os.environ.get("TMPDIR", "/tmp")) / "aiayn-test-cache"))
     cmd = [sys.executable, "-m", "snakemake", *args]
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def fresh_clone(folder: Path) -> Path:
+    """`folder` laid out as a fresh clone of the repository (its files by link, no results/), where
+    commands run as the README types them: `snakemake --profile profiles/demo` from the root."""
+    for name in ("Snakefile", "workflow", "src", "profiles", "examples", "config.yaml", "slurm"):
+        (folder / name).symlink_to(ROOT / name)
+    return folder
 
 
 def planned_jobs(output: str) -> list[dict]:

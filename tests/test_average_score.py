@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import torch
-from conftest import ROOT, SHARED
+from conftest import ROOT, real_data
 
 from aiayn import checkpoint
 from aiayn.average import average, last_checkpoints
@@ -134,10 +134,7 @@ def test_moses_tokenization_reaches_bleu():
 
 
 def newstest2014_de():
-    path = SHARED / "data" / "wmt14" / "en-de" / "newstest2014.de"
-    if not path.exists():
-        pytest.skip(f"{path} is absent (it is in the project's shared data, not in a clone)")
-    return path
+    return real_data("wmt14", "en-de", "newstest2014.de")
 
 
 def test_real_reference_against_itself_scores_100_and_counts_the_paper_tokens(tmp_path):

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from conftest import ROOT, SHARED
+from conftest import ROOT, real_data
 from wmt_fixtures import Server, make_tar, sha256
 
 from aiayn import encoded, vocab
@@ -25,10 +25,7 @@ CLEAN = {"min_len": 1, "max_len": 250, "max_ratio": 9.0}
 
 
 def shared(*parts) -> Path:
-    path = SHARED.joinpath("data", *parts)
-    if not path.exists():
-        pytest.skip(f"{path} is absent (it is in the project's shared data, not in a clone)")
-    return path
+    return real_data(*parts)
 
 
 def text(lines) -> bytes:

@@ -8,7 +8,7 @@ import sys
 import zipfile
 
 import pytest
-from conftest import ROOT, SHARED
+from conftest import ROOT, real_data
 
 from aiayn.evalb import evalb, read_tree, score_sentence
 from aiayn.parsing import restore, score_parses
@@ -17,9 +17,7 @@ from aiayn.trees import delinearize, linearize, parse_trees, preprocess, read_se
 
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory):
-    path = SHARED / "data" / "ptb_wsj_sample" / "treebank.zip"
-    if not path.exists():
-        pytest.skip(f"{path} is absent (it is in the project's shared data, not in a clone)")
+    path = real_data("ptb_wsj_sample", "treebank.zip")
     folder = tmp_path_factory.mktemp("ptb")
     with zipfile.ZipFile(path) as z:
         z.extractall(folder)
