@@ -10,6 +10,7 @@ import argparse
 import importlib
 import sys
 
+from aiayn import __version__
 from aiayn.errors import UserError
 
 # command -> module defining `add_arguments(parser)` and `run(args)`; imported only when called,
@@ -22,6 +23,7 @@ COMMANDS = {
     "prepare-eval": ("aiayn.commands.prepare_eval", "extract one dev/test set"),
     "prepare-treebank": ("aiayn.commands.prepare_treebank", "one WSJ split as words and linearized trees"),
     "vocab": ("aiayn.commands.vocab", "train the sentencepiece vocabularies of a dataset"),
+    "vocab-info": ("aiayn.commands.vocab_info", "a dataset's vocabularies against the sizes asked (vocab.json)"),
     "encode": ("aiayn.commands.encode", "encode aligned text into the binary training format"),
     "train": ("aiayn.commands.train", "train one experiment; resumes from its newest checkpoint"),
     "average": ("aiayn.commands.average", "average the last K checkpoints of a run"),
@@ -39,10 +41,12 @@ COMMANDS = {
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command, with the arguments of `command` (only its module is imported)."""
-    parser = argparse.ArgumentParser(prog="python -m aiayn", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m aiayn", description=__doc__.splitlines()[0], allow_abbrev=False)
+    parser.add_argument("--version", action="version", version=f"aiayn {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="<command>")
     for name, (module, help_) in COMMANDS.items():
-        cmd = sub.add_parser(name, help=help_, description=help_)
+        # allow_abbrev=False: an option is typed whole (`--lr` is not `--lr-plot`)
+        cmd = sub.add_parser(name, help=help_, description=help_, allow_abbrev=False)
         if name == command:
             importlib.import_module(module).add_arguments(cmd)
         cmd.set_defaults(_module=module)

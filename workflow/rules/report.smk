@@ -35,5 +35,5 @@ rule figures:
         metrics=lambda w: LAYOUT.metrics(w.experiment),
     shell:
         "python -m aiayn figures --name {wildcards.experiment} --metrics {params.metrics} --model {input.model}"
-        " --spm-src {input.spm_src} --dev-src {input.dev_src} --curves {output.curves} --lr {output.lr}"
+        " --spm-src {input.spm_src} --dev-src {input.dev_src} --curves {output.curves} --lr-plot {output.lr}"
         " --attention {output.attention} >> {log} 2>&1"

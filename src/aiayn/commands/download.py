@@ -6,10 +6,10 @@ from aiayn.download import download
 
 
 def add_arguments(parser):
-    parser.add_argument("--url", required=True)
-    parser.add_argument("--sha256", required=True)
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--retries", type=int, default=5)
+    parser.add_argument("--url", required=True, help="the archive's URL (http, https or file)")
+    parser.add_argument("--sha256", required=True, help="the archive's SHA-256, 64 hex digits")
+    parser.add_argument("--out", required=True, help="path of the downloaded archive")
+    parser.add_argument("--retries", type=int, default=5, help="attempts after the first before giving up (default 5)")
     parser.add_argument("--wait", type=float, default=10.0, help="seconds between attempts")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds without data before an attempt fails")
     parser.add_argument(

@@ -6,12 +6,12 @@ from aiayn.encode import encode_corpus
 
 
 def add_arguments(parser):
-    parser.add_argument("--src", required=True)
-    parser.add_argument("--tgt", required=True)
-    parser.add_argument("--spm-src", required=True)
-    parser.add_argument("--spm-tgt", required=True)
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--src", required=True, help="source text, one sentence per line")
+    parser.add_argument("--tgt", required=True, help="target text, aligned with --src")
+    parser.add_argument("--spm-src", required=True, help="source sentencepiece model")
+    parser.add_argument("--spm-tgt", required=True, help="target sentencepiece model")
+    parser.add_argument("--out", required=True, help="binary training file to write (aiayn.encoded format)")
+    parser.add_argument("--threads", type=int, default=1, help="encoding processes")
     parser.add_argument("--chunk", type=int, default=100_000, help="lines encoded at a time (bounds memory)")
 
 

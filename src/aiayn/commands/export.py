@@ -14,8 +14,8 @@ from aiayn.errors import UserError
 
 def add_arguments(parser):
     parser.add_argument("--model", required=True, help="the checkpoint to export (average.pt or last.pt)")
-    parser.add_argument("--spm-src", required=True)
-    parser.add_argument("--spm-tgt", required=True)
+    parser.add_argument("--spm-src", required=True, help="source sentencepiece model the checkpoint was trained with")
+    parser.add_argument("--spm-tgt", required=True, help="target sentencepiece model the checkpoint was trained with")
     parser.add_argument("--decode", default="{}", help="the experiment's decoding settings (JSON), for generation")
     parser.add_argument("--card", default="{}", help="JSON: name, dataset, pair, paper bleu, score file, metrics file")
     parser.add_argument("--out", required=True, help="the folder to write (replaced whole)")

@@ -16,13 +16,13 @@ from aiayn.errors import UserError
 
 def add_arguments(parser):
     parser.add_argument("--name", required=True, help="experiment name (titles)")
-    parser.add_argument("--metrics", required=True)
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--spm-src", required=True)
+    parser.add_argument("--metrics", required=True, help="the run's metrics.jsonl")
+    parser.add_argument("--model", required=True, help="checkpoint whose attention is drawn")
+    parser.add_argument("--spm-src", required=True, help="source sentencepiece model")
     parser.add_argument("--dev-src", required=True, help="dev source text; its first sentence of 5-25 pieces is shown")
-    parser.add_argument("--curves", required=True)
-    parser.add_argument("--lr", required=True)
-    parser.add_argument("--attention", required=True)
+    parser.add_argument("--curves", required=True, help="learning-curves image to write (PNG)")
+    parser.add_argument("--lr-plot", required=True, help="learning-rate schedule image to write (PNG)")
+    parser.add_argument("--attention", required=True, help="attention-map image to write (PNG)")
 
 
 @torch.no_grad()
@@ -38,10 +38,10 @@ def encoder_attention(model, ids: list[int]) -> torch.Tensor:
 def run(args) -> int:
     if not Path(args.metrics).is_file():
         raise UserError(f"{args.metrics}: no metrics file; the run's training writes it")
-    for path in (args.curves, args.lr, args.attention):
+    for path in (args.curves, args.lr_plot, args.attention):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     figures.learning_curves(args.metrics, args.curves, f"{args.name}: training")
-    figures.learning_rate(args.metrics, args.lr, f"{args.name}: learning rate (§5.3)")
+    figures.learning_rate(args.metrics, args.lr_plot, f"{args.name}: learning rate (§5.3)")
     model = ckpt.rebuild(ckpt.load(args.model)).eval()
     sp = vocab.load(args.spm_src)
     lines = list(read_lines(args.dev_src))

@@ -13,7 +13,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--spec", required=True, help='JSON: {"kind": "translation"|"treebank", "seed": 1, "sizes": {...}}'
     )
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", required=True, help="path of the archive to write (.tgz)")
 
 
 WRITERS = {"translation": demo.write_translation_archive, "treebank": demo.write_treebank_archive}

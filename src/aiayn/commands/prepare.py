@@ -11,9 +11,13 @@ def add_arguments(parser):
         "--corpora", required=True, help='JSON list: [{"archive": ..., "src": member, "tgt": member}, ...]'
     )
     parser.add_argument("--archives", required=True, help='JSON: {"archive name": "path of the downloaded archive"}')
-    parser.add_argument("--cleaning", default='{"min_len": 1, "max_len": 250, "max_ratio": 1.5}')
-    parser.add_argument("--src", required=True)
-    parser.add_argument("--tgt", required=True)
+    parser.add_argument(
+        "--cleaning",
+        default='{"min_len": 1, "max_len": 250, "max_ratio": 1.5}',
+        help="JSON: pairs kept (lengths in words per side, ratio of the longer side to the shorter)",
+    )
+    parser.add_argument("--src", required=True, help="cleaned source side to write, one sentence per line")
+    parser.add_argument("--tgt", required=True, help="cleaned target side to write, aligned with --src")
     parser.add_argument("--report", required=True, help="JSON with the counts kept and removed")
 
 

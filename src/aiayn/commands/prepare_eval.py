@@ -11,8 +11,8 @@ def add_arguments(parser):
     parser.add_argument("--name", required=True, help="name of the set (for messages)")
     parser.add_argument("--archive", default="", help="the downloaded archive holding it (none: files on disk)")
     parser.add_argument("--dataset", help="the dataset's name (messages name its config keys)")
-    parser.add_argument("--src", required=True)
-    parser.add_argument("--tgt", required=True)
+    parser.add_argument("--src", required=True, help="source side to write, one segment per line")
+    parser.add_argument("--tgt", required=True, help="reference side to write, aligned with --src")
 
 
 def run(args) -> int:

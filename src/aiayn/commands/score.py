@@ -14,7 +14,12 @@ from aiayn.score import bleu_scores, check_lines
 
 
 def add_arguments(parser):
-    parser.add_argument("--task", choices=["translation", "parsing"], default="translation")
+    parser.add_argument(
+        "--task",
+        choices=["translation", "parsing"],
+        default="translation",
+        help="translation: both BLEU protocols; parsing: EVALB F1 of linearized trees",
+    )
     parser.add_argument("--hyp", required=True, help="system output, one line per source line")
     parser.add_argument("--ref", required=True, help="reference, aligned with --hyp")
     parser.add_argument(

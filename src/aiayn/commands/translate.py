@@ -27,8 +27,10 @@ def add_arguments(parser):
     parser.add_argument("--out", required=True, help="translations, one line per source line")
     parser.add_argument("--nbest", type=int, default=1, help="also write OUT.nbest with this many hypotheses per line")
     parser.add_argument("--batch-tokens", type=int, default=4096, help="source tokens per batch")
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
+    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (a GPU if there is one)")
+    parser.add_argument(
+        "--precision", choices=["fp32", "bf16", "fp16"], default="fp32", help="arithmetic of the search (default fp32)"
+    )
 
 
 DECODE = {"beam": 4, "alpha": 0.6, "max_len_a": 1.0, "max_len_b": 50}  # §6.1
