@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 import torch
 import toy
-from conftest import ROOT, SHARED
+from conftest import ROOT, real_data
 
+import aiayn
 from aiayn import checkpoint, encoded, metrics
 from aiayn.batching import Batcher, Prefetcher, collate, micro_batch_budget
 from aiayn.distributed import Env
@@ -83,8 +84,7 @@ def test_tokens_per_update_whatever_the_gpu_count(world):
 
 def test_padding_and_tokens_per_update_on_real_sentence_lengths():
     """benchmarks/padding.py's figures, held to the speed issue's target."""
-    if not (SHARED / "data" / "wmt_news_2008_2012" / "en-de").is_dir():
-        pytest.skip("../shared/data/wmt_news_2008_2012 is absent (it is in the project's shared data, not in a clone)")
+    real_data("wmt_news_2008_2012", "en-de")
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from padding import batch_stats, real_lengths
 
@@ -200,6 +200,7 @@ def test_training_reduces_the_loss(tmp_path):
     assert [r["step"] for r in dev] == [100, 200] and dev[-1]["dev_ppl"] < dev[0]["dev_ppl"]
     first = records[0]
     assert first["event"] == "start" and first["params"] > 0 and first["device_name"] == "cpu"
+    assert first["aiayn"] == aiayn.__version__  # which code trained it
     progress = [r for r in records if "loss" in r][0]
     assert {
         "lr",

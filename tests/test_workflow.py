@@ -34,6 +34,7 @@ def test_job_count_per_rule(plan):
         "prepare_eval": 4,  # newstest2013 + newstest2014 for EN-DE and EN-FR
         "prepare_treebank": 3,  # train, 22, 23 for WSJ-only (semi-supervised: no extra corpora configured)
         "train_vocab": 3,  # EN-DE, EN-FR, WSJ
+        "vocab_info": 3,  # vocab.json of each: pieces made against the size asked
         "encode": 6,  # train + dev per dataset
         "resolve_experiment": N_TRAINED,
         "train": N_TRAINED,

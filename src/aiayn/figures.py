@@ -29,7 +29,9 @@ def learning_curves(path, out, title: str) -> None:
     ax2 = axes[0].twinx()
     ax2.plot([r["step"] for r in dev], [r["dev_ppl"] for r in dev], "o-", color="C1", label="dev perplexity")
     ax2.set_ylabel("dev perplexity")
-    axes[0].legend(loc="upper right", fontsize=8)
+    # one legend for both axes: the dev line lives on the twin axis, whose handles legend() alone misses
+    lines = axes[0].get_lines() + ax2.get_lines()
+    axes[0].legend(lines, [line.get_label() for line in lines], loc="upper right", fontsize=8)
     axes[1].plot([r["hours"] for r in progress], [r["loss"] for r in progress])
     axes[1].set_xlabel("wall time (h)")
     axes[1].set_ylabel("train loss")

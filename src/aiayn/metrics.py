@@ -2,7 +2,7 @@
 
 One JSON object per line, of three kinds:
 
-- start: `{"event": "start", "step", "world_size", "agents", "accumulation", "budget", "params",
+- start: `{"event": "start", "aiayn" (its version), "step", "world_size", "agents", "accumulation", "budget", "params",
   "device_name", "precision", "wall"}`, each time a job (re)starts;
 - progress: `{"step", "loss", "lr", "src_tokens_per_update", "tgt_tokens_per_update",
   "flops_per_update", "tgt_tokens_per_s", "tflops", "mfu", "eta_s", "wall"}`, every `log_interval`

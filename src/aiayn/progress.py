@@ -10,6 +10,7 @@ import time
 import torch
 import torch.distributed as dist
 
+from aiayn import __version__
 from aiayn.distributed import device_name
 from aiayn.hardware import peak_flops
 
@@ -72,6 +73,7 @@ def start_record(t) -> dict:
     env = t.env
     return {
         "event": "start",
+        "aiayn": __version__,
         "step": t.step,
         "world_size": env.world_size,
         "agents": env.agents,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import os
 from dataclasses import dataclass
 
 from aiayn.config import ConfigError
@@ -275,3 +276,18 @@ class Study:
         (`aiayn.layout.archive_filename`), or <name>.tar.gz if generated."""
         archive = self.config["archives"][name]
         return f"{name}.tar.gz" if archive.get("generate") else archive_filename(name, archive["url"])
+
+
+def sources_line(command_line_files: list, replaced: bool, workflow_file: str = "config.yaml") -> str:
+    """One line saying which config files define the study: the tables carry it on top (the
+    demo's `study.yaml` replaces `config.yaml`, though Snakemake's header lists both)."""
+    files = [
+        os.path.relpath(f) if os.path.isabs(f) and not os.path.relpath(f).startswith("..") else str(f)
+        for f in command_line_files
+    ]
+    if not files:
+        return f"Study: `{workflow_file}`."
+    given = ", ".join(f"`{f}`" for f in files)
+    if replaced:
+        return f"Study: {given}, which replaces `{workflow_file}` in this run."
+    return f"Study: `{workflow_file}`, extended by {given}."

@@ -293,7 +293,7 @@ COLUMNS = [
 
 
 def markdown(result: Result, settings: dict) -> str:
-    from aiayn.tables import to_markdown  # noqa: PLC0415
+    from aiayn.tables import footer, to_markdown  # noqa: PLC0415
 
     ns = settings["n"]
     cross = (
@@ -314,7 +314,7 @@ def markdown(result: Result, settings: dict) -> str:
         "stack of layers whose output position 0 depends on input position n-1 (a non-zero gradient); for the "
         "recurrence the cell steps from reading position 0 to writing position n-1; for the convolution, k-ary "
         "dilated layers (the paper's O(log_k n)) and, for comparison, contiguous ones (O(n/k)). "
-        f"Crossover: {cross}.\n"
+        f"Crossover: {cross}.\n" + footer()
     )
 
 

@@ -13,7 +13,7 @@ import io
 import json
 from pathlib import Path
 
-from aiayn import metrics, paper
+from aiayn import __version__, metrics, paper
 from aiayn.errors import UserError
 from aiayn.hardware import PEAKS, model_flops, peak_flops
 
@@ -61,8 +61,7 @@ def read_record(path: Path, *keys: str) -> dict:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise UserError(
-            f"{path}: not a readable record ({exc}); remove it and rerun the step that writes it "
-            f"(snakemake --forcerun {path})"
+            f"{path}: not a readable record ({exc}); remove it and rerun the step that writes it (snakemake {path})"
         ) from None
     if not isinstance(record, dict):
         raise UserError(f"{path}: not a record of this pipeline (a JSON object); remove it and rerun its step")
@@ -287,8 +286,28 @@ SETTING_NOTE = (
 )
 
 
-def markdown_document(number: int, rows: list[dict]) -> str:
+def hardware_note(rows: list[dict]) -> str:
+    """Why a Table 2 row's cost or MFU cell is blank, when it is."""
+    notes = []
+    if any(r.get("gpu") == "cpu" for r in rows):
+        notes.append(
+            "CPU runs (hardware CPU) leave cost_flops_paper_formula and mfu blank: the paper's cost formula "
+            "(footnote 5: hours x GPUs x the GPU's FP32 FLOP/s) and MFU apply to GPUs."
+        )
+    unknown = sorted({r["gpu"] for r in rows if r.get("gpu") not in (None, "cpu") and r.get("mfu") is None})
+    if unknown:
+        notes.append(
+            f"No peak FLOP/s is known for {', '.join(unknown)} (aiayn.hardware.PEAKS), so its rows have no MFU "
+            "(and no cost where the FP32 rate is unknown)."
+        )
+    return "".join(f"\n{n}\n" for n in notes)
+
+
+def markdown_document(number: int, rows: list[dict], study: str | None = None) -> str:
+    """Table `number` as Markdown: `study` (which config files made it) on top, aiayn's version below."""
     parts = [f"# {TITLES[number]}\n"]
+    if study:
+        parts.append(f"\n{study}\n\n")
     if number == 2:
         cols = [
             "experiment",
@@ -323,7 +342,8 @@ def markdown_document(number: int, rows: list[dict]) -> str:
             "The paper's Table 2 gives 41.8 for big EN-FR; "
             "its §6.1 text and abstract say 41.0.\n"
         )
-        sigs = sorted({r["sacrebleu_signature"] for r in rows if r["sacrebleu_signature"]})
+        parts.append(hardware_note(rows))
+        sigs = sorted({r["sacrebleu_signature"] for r in rows if r.get("sacrebleu_signature")})
         parts += [f"\nsacreBLEU signature: `{sig}`\n" for sig in sigs]
         parts.append(
             "\nThe paper's rows:\n\n"
@@ -383,7 +403,13 @@ def markdown_document(number: int, rows: list[dict]) -> str:
             "\nThe paper's rows:\n\n" + to_markdown([{"parser": p, "training": t, "F1": f} for p, t, f in PAPER_TABLE4])
         )
     parts.append(SETTING_NOTE)
+    parts.append(footer())
     return "".join(parts)
+
+
+def footer() -> str:
+    """The last line of every table: which aiayn wrote it."""
+    return f"\nWritten by aiayn {__version__}.\n"
 
 
 def build(number: int, results: Path, experiments: list[dict]) -> list[dict]:

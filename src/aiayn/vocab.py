@@ -77,9 +77,35 @@ def train(
                 shuffle_input_sentence=True,
                 num_threads=threads,
                 hard_vocab_limit=False,
-                minloglevel=1,
+                minloglevel=2,  # errors only: a vocabulary smaller than asked is reported by describe()
             )
         except RuntimeError as exc:
             raise UserError(f"sentencepiece could not train on {', '.join(map(str, inputs))}: {exc}") from None
         os.replace(f"{prefix}.model", model)
         os.replace(f"{prefix}.vocab", pieces)
+
+
+def describe(model: str | os.PathLike, asked: int, texts: list[str | os.PathLike], model_type: str) -> dict:
+    """What one trained vocabulary holds against what was asked, and why it holds fewer pieces.
+
+    sentencepiece runs with hard_vocab_limit=false: on a text that cannot support `asked` pieces it
+    makes a smaller vocabulary without failing. That happens when its pieces run out: neither BPE
+    merges nor unigram pieces span a space, so a text of few distinct words has few pieces to make.
+    """
+    pieces = load(model).GetPieceSize()
+    info = {"model": str(model), "model_type": model_type, "asked": asked, "pieces": pieces, "reason": None}
+    if pieces < asked:
+        words, chars = set(), set()
+        for text in texts:
+            with open(text, encoding="utf-8") as f:
+                for line in f:
+                    split = line.split()
+                    words.update(split)
+                    chars.update(*split)
+        info["reason"] = (
+            f"sentencepiece made {pieces} pieces, not the {asked} asked: {', '.join(map(str, texts))} "
+            f"{'has' if len(texts) == 1 else 'have'} only {len(words):,} distinct words over {len(chars):,} "
+            f"characters, and {model_type} pieces never span a space, so no more pieces can be made "
+            "(hard_vocab_limit=false: a smaller vocabulary rather than a failure)"
+        )
+    return info

@@ -20,7 +20,7 @@ from snakemake.logging import logger
 from aiayn.config import ConfigError, validate
 from aiayn.launch import LaunchError, launcher
 from aiayn.layout import Layout, mirrored
-from aiayn.study import Study
+from aiayn.study import Study, sources_line
 
 try:
     config.update(validate(config))
@@ -32,6 +32,11 @@ for _reason in STUDY.skipped.values():
     logger.warning(f"config: {_reason}")
 
 LAYOUT = Layout(config["results"])
+# which config files define this study, for the tables' first line
+STUDY_SOURCES = sources_line(
+    [str(f) for f in workflow.overwrite_configfiles or []],
+    bool(workflow.config_settings.replace_workflow_config),
+)
 TABLES = sorted({t for e in STUDY.experiments.values() for t in e["tables"]})
 ARCHIVE_FILES = {STUDY.archive_file(a): a for a in STUDY.archives()}
 GENERATED = {
@@ -75,6 +80,7 @@ def get_data_targets():
     for ds in STUDY.datasets():
         dev = STUDY.dataset(ds)["dev"]
         out += [LAYOUT.encoded(ds, split) for split in ("train", dev)]
+        out.append(LAYOUT.data(ds, "vocab.json"))
         out += [
             LAYOUT.text(ds, s, side)
             for s in STUDY.dataset(ds)["eval_sets"]
@@ -84,7 +90,9 @@ def get_data_targets():
 
 
 def get_vocab_targets():
-    return [LAYOUT.spm(ds, side) for ds in STUDY.datasets() for side in ("src", "tgt")]
+    return [
+        LAYOUT.spm(ds, side) for ds in STUDY.datasets() for side in ("src", "tgt")
+    ] + [LAYOUT.data(ds, "vocab.json") for ds in STUDY.datasets()]
 
 
 def get_dataset(wildcards):

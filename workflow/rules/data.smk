@@ -2,6 +2,7 @@
 localrules:
     download,
     generate_archive,
+    vocab_info,
 
 
 rule download:
@@ -115,6 +116,27 @@ rule train_vocab:
     shell:
         "python -m aiayn vocab --vocab {params.vocab:q} --threads {threads} --train-src {input.src}"
         " --train-tgt {input.tgt} --out-src {output.src} --out-tgt {output.tgt} >> {log} 2>&1"
+
+
+# What the vocabularies hold against what was asked (sentencepiece makes fewer pieces, without
+# failing, when the text cannot support more): results/data/<dataset>/vocab.json.
+rule vocab_info:
+    input:
+        src=LAYOUT.text("{dataset}", "train", "src"),
+        tgt=LAYOUT.text("{dataset}", "train", "tgt"),
+        spm_src=LAYOUT.spm("{dataset}", "src"),
+        spm_tgt=LAYOUT.spm("{dataset}", "tgt"),
+    output:
+        LAYOUT.data("{dataset}", "vocab.json"),
+    log:
+        LAYOUT.log("vocab_info", "{dataset}"),
+    conda:
+        "../../envs/data.yaml"
+    params:
+        vocab=lambda w: json.dumps(STUDY.dataset(w.dataset)["vocab"]),
+    shell:
+        "python -m aiayn vocab-info --vocab {params.vocab:q} --spm-src {input.spm_src} --spm-tgt {input.spm_tgt}"
+        " --train-src {input.src} --train-tgt {input.tgt} --out {output} >> {log} 2>&1"
 
 
 rule encode:

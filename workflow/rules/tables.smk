@@ -6,9 +6,15 @@ localrules:
 # Table 1 (§4), measured on the rule's machine: FLOPs, time, sequential steps, path lengths.
 rule measure_table1:
     output:
-        md=LAYOUT.table(1, "md"),
-        csv=LAYOUT.table(1, "csv"),
-        figure=LAYOUT.table(1, "png"),
+        md=report(
+            LAYOUT.table(1, "md"), caption="../report/table1.rst", category="Tables"
+        ),
+        csv=report(
+            LAYOUT.table(1, "csv"), caption="../report/table1.rst", category="Tables"
+        ),
+        figure=report(
+            LAYOUT.table(1, "png"), caption="../report/table1.rst", category="Tables"
+        ),
     log:
         LAYOUT.log("table", "table1"),
     conda:
@@ -25,7 +31,11 @@ rule table:
     input:
         scores=lambda w: get_table_scores(int(w.n)),
     output:
-        md=LAYOUT.table("{n}", "md"),
+        md=report(
+            LAYOUT.table("{n}", "md"),
+            caption="../report/table.rst",
+            category="Tables",
+        ),
         csv=report(
             LAYOUT.table("{n}", "csv"),
             caption="../report/table.rst",
@@ -44,7 +54,8 @@ rule table:
             config["scoring"]["bootstrap_resamples"] if w.n == "3" else 0
         ),
         baselines="--baselines" if config["baselines"] else "",
+        study=STUDY_SOURCES,
     shell:
         "python -m aiayn tables --table {wildcards.n} --results {params.results}"
         " --experiments {params.experiments:q} --bootstrap {params.bootstrap} {params.baselines}"
-        " --out-md {output.md} --out-csv {output.csv} >> {log} 2>&1"
+        " --study {params.study:q} --out-md {output.md} --out-csv {output.csv} >> {log} 2>&1"

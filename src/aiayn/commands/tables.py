@@ -20,7 +20,7 @@ from aiayn.study import Study
 
 
 def add_arguments(parser):
-    parser.add_argument("--table", type=int, choices=[2, 3, 4], required=True)
+    parser.add_argument("--table", type=int, choices=[2, 3, 4], required=True, help="the paper's table number")
     parser.add_argument("--experiments", help="JSON list of the table's experiments (what the rule passes)")
     parser.add_argument("--config", help="or: the study config, to build the table from whatever has finished")
     parser.add_argument("--results", help="results folder (default: the config's `results`)")
@@ -28,8 +28,9 @@ def add_arguments(parser):
         "--bootstrap", type=int, default=0, help="paired bootstrap samples for Table 3 p-values (0: none)"
     )
     parser.add_argument("--baselines", action="store_true", help="add copy / word-by-word / right-branching baselines")
-    parser.add_argument("--out-md")
-    parser.add_argument("--out-csv")
+    parser.add_argument("--out-md", help="Markdown table to write (default: print it)")
+    parser.add_argument("--out-csv", help="CSV of the same rows to write")
+    parser.add_argument("--study", help="one line naming the config files of the study, printed atop the table")
 
 
 SPEC_KEYS = ("name", "row", "dataset", "testset", "model", "steps", "average", "paper", "preset", "task", "train")
@@ -66,7 +67,7 @@ def run(args) -> int:
         rows = tables.with_extra_rows(rows, baselines.table_rows(args.table, results, experiments))
     md = Path(args.out_md or results / "tables" / f"table{args.table}.md")
     csv = Path(args.out_csv or md.with_suffix(".csv"))
-    atomic_write_text(md, tables.markdown_document(args.table, rows))
+    atomic_write_text(md, tables.markdown_document(args.table, rows, args.study))
     atomic_write_text(csv, tables.to_csv(rows))
     names = {e["name"] for e in experiments}
     done = sum(r["status"] == "done" for r in rows if r.get("experiment") in names)

@@ -21,11 +21,15 @@ def add_arguments(parser):
         required=True,
         help='JSON: {"model_type": "bpe", "size": 37000, "shared": true, "input_sentence_size": N}',
     )
-    parser.add_argument("--train-src", required=True)
-    parser.add_argument("--train-tgt", required=True)
-    parser.add_argument("--out-src", required=True)
-    parser.add_argument("--out-tgt", required=True)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--train-src", required=True, help="source training text, one sentence per line")
+    parser.add_argument("--train-tgt", required=True, help="target training text, aligned with --train-src")
+    parser.add_argument(
+        "--out-src", required=True, help="source sentencepiece model to write (.model; a .vocab beside it)"
+    )
+    parser.add_argument(
+        "--out-tgt", required=True, help="target sentencepiece model to write (a copy of --out-src when shared)"
+    )
+    parser.add_argument("--threads", type=int, default=1, help="sentencepiece trainer threads")
 
 
 def run(args) -> int:
@@ -53,6 +57,19 @@ def run(args) -> int:
     else:
         vocab.train([args.train_src], args.out_src, **common)
         vocab.train([args.train_tgt], args.out_tgt, **common)
-    for side, path in (("source", args.out_src), ("target", args.out_tgt)):
-        print(f"{side} vocabulary: {vocab.load(path).GetPieceSize()} pieces -> {path}")
+    for side, info in describe(settings, args.out_src, args.out_tgt, args.train_src, args.train_tgt).items():
+        print(f"{side} vocabulary: {info['pieces']} pieces -> {info['model']}")
+        if info["reason"]:
+            print(f"{side} vocabulary: {info['reason']}")
     return 0
+
+
+def describe(settings: dict, model_src, model_tgt, text_src, text_tgt) -> dict:
+    """{"source": vocab.describe(...), "target": ...}: each side against the size asked."""
+    texts = {"source": [text_src], "target": [text_tgt]}
+    if settings.get("shared", True):
+        texts = {"source": [text_src, text_tgt], "target": [text_src, text_tgt]}
+    return {
+        side: vocab.describe(model, settings["size"], texts[side], settings["model_type"])
+        for side, model in (("source", model_src), ("target", model_tgt))
+    }
