@@ -91,12 +91,14 @@ def sentence(rng: random.Random, lex: Lexicon):
     verb_e = verb_e if plural else verb_e + "s"
     verb_z = verb_z + ("n" if plural else "t")
     adverb = rng.choice(lex.adverbs) if rng.random() < 0.5 else None
-    eng = subj_e + [verb_e] + obj_e + ([adverb[0]] if adverb else []) + ["."]
-    zil = subj_z + obj_z + (adverb[1].split() if adverb else []) + [verb_z, "."]
+    eng = subj_e + [verb_e] + obj_e + ([adverb[0]] if adverb else [])
+    zil = subj_z + obj_z + (adverb[1].split() if adverb else []) + [verb_z]
     vbz = "VBP" if plural else "VBZ"
     vp = f"(VP ({vbz} {verb_e}) {obj_t}" + (f" (ADVP (RB {adverb[0]}))" if adverb else "") + ")"
     tree = f"(S {subj_t} {vp} (. .))"
-    return " ".join(eng), " ".join(zil), tree
+    # written as people write, the period against the last word (as in WMT's raw text): the tokenized
+    # BLEU tokenizes it off; sacreBLEU sees detokenized text, as it expects
+    return " ".join(eng) + ".", " ".join(zil) + ".", tree
 
 
 def corpus(seed: int, n: int, lex: Lexicon) -> list[tuple[str, str, str]]:
