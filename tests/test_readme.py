@@ -1,0 +1,191 @@
+"""Every `snakemake` command the README shows, as typed, checked by a dry-run of what it plans.
+
+The commands are read from README.md itself (code spans and code blocks), so a command added to
+the README without a check here fails `test_every_readme_command_has_a_check`. They run from a
+scratch folder that looks like a fresh clone (links to the Snakefile, workflow/, src/, profiles/,
+examples/, config.yaml), so that a local results/ folder does not change the plan.
+The forms that need a finished run (the one-job rerun, --report) are run for real in test_e2e.py.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, fresh_clone, job_counts, planned_jobs, snakemake
+from test_own_corpus import write_corpus
+from test_workflow import N_TRAINED_AS_TYPED
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def readme_commands() -> list[str]:
+    """`snakemake ...` as the README types it: code spans, and code-block lines (comments cut)."""
+    found = re.findall(r"`(snakemake[^`]*)`", README)
+    for lang, block in re.findall(r"^```(\w*)\n(.*?)^```", README, re.S | re.M):
+        if lang in ("bash", "sh", ""):
+            for line in block.splitlines():  # also those in comments ("# or: snakemake ...")
+                found += [c.strip() for c in re.findall(r"(?<![\w/.-])snakemake\b[^#]*", line)]
+    return list(dict.fromkeys(" ".join(c.split()) for c in found))
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory) -> Path:
+    """A folder laid out as a fresh clone: the repository's files by link, no results."""
+    folder = fresh_clone(tmp_path_factory.mktemp("clone"))
+    write_corpus(folder, {"train": 200, "dev": 20, "test": 20})  # the files examples/own-pair.yaml names
+    return folder
+
+
+def plan(clone: Path, command: str, expect_ok: bool = True) -> tuple[Counter, list[dict], str]:
+    """The dry-run of `command` as typed (plus -n -p): job counts, jobs, all output."""
+    args = shlex.split(command)[1:]
+    run = snakemake("-n", "-p", *args, cwd=clone)  # before the args: after `--` they would be targets
+    out = run.stdout + run.stderr
+    if expect_ok:
+        assert run.returncode == 0, f"{command}:\n{out[-3000:]}"
+    jobs = planned_jobs(out)
+    return job_counts(jobs), jobs, out
+
+
+TABLE2 = 4  # Table 2's experiments in config.yaml: base and big, EN-DE and EN-FR
+
+
+def whole_study(counts: Counter, jobs, out) -> None:
+    assert counts["train"] == N_TRAINED_AS_TYPED and counts["table"] == 2 and counts["measure_table1"] == 1
+
+
+def slurm_study(counts, jobs, out) -> None:
+    whole_study(counts, jobs, out)
+    assert all(j["resources"].get("gpu") == "8" for j in jobs if j["rule"] == "train")
+
+
+def slurm_four_gpus(counts, jobs, out) -> None:
+    whole_study(counts, jobs, out)
+    train = [j for j in jobs if j["rule"] == "train"]
+    assert all(j["resources"]["gpu"] == "4" and j["resources"]["slurm_partition"] == "gpu" for j in train)
+    assert all("--nproc-per-node 4" in j["shell"] for j in train)
+
+
+def workstation(counts, jobs, out) -> None:
+    whole_study(counts, jobs, out)
+    assert all(j["resources"].get("gpu") == "8" for j in jobs if j["rule"] in ("train", "translate"))
+
+
+def demo(counts, jobs, out) -> None:
+    # 4 translation models and 4 parser candidates; generated archives, nothing downloaded
+    assert counts["train"] == 8 and counts["generate_archive"] == 2 and "download" not in counts
+    assert counts["table"] == 3 and counts["select"] == 1 and counts["measure_table1"] == 1
+
+
+def demo_export(counts, jobs, out) -> None:
+    assert counts["export_model"] == 2 and "table" not in counts  # base and big; no table is needed
+
+
+def table1(counts, jobs, out) -> None:
+    assert set(counts) == {"measure_table1", "table1"}
+
+
+def table2(counts, jobs, out) -> None:
+    assert counts["table"] == 1 and counts["score"] == TABLE2 and counts["average"] == TABLE2
+    assert all("--table 2" in j["shell"] for j in jobs if j["rule"] == "table")
+
+
+def table4_refused(counts, jobs, out) -> None:
+    said = " ".join(out.split())
+    assert "Table 4: no experiment of it runs as configured" in said and "datasets.wsj.treebank" in said
+
+
+def one_experiment(counts, jobs, out) -> None:
+    # base-en-de is in Table 2 (newstest2014, averaged) and Table 3's base row (newstest2013)
+    assert counts["train"] == 1 and counts["score"] == 2 and counts["table"] == 2
+    assert all("base-en-de" in j["output"] for j in jobs if j["rule"] in ("train", "translate", "score"))
+
+
+def data(counts, jobs, out) -> None:
+    assert set(counts) == {"download", "prepare_train", "prepare_eval", "train_vocab", "vocab_info", "encode", "data"}
+    assert counts["prepare_train"] == 2 and "train" not in counts
+
+
+def one_score(counts, jobs, out) -> None:
+    assert counts["score"] == 1 and counts["translate"] == 1 and counts["train"] == 1 and "table" not in counts
+
+
+def one_translation(counts, jobs, out) -> None:
+    """The target is the translation, not a rule name swallowed by --forcerun's list."""
+    assert counts["translate"] == 1 and "score" not in counts and "table" not in counts
+    assert [j["output"] for j in jobs if j["rule"] == "translate"] == ["results/base-en-de/newstest2014.de"]
+
+
+def own_pair(counts, jobs, out) -> None:
+    assert counts["train"] == 2 and "download" not in counts and counts["table"] == 1
+
+
+def own_pair_one(counts, jobs, out) -> None:
+    assert counts["train"] == 1 and all("my-small-ls0" not in j["output"] for j in jobs)
+
+
+def export(counts, jobs, out) -> None:
+    assert counts["export_model"] == TABLE2 and "table" not in counts
+
+
+CHECKS = {
+    "snakemake --profile profiles/demo": demo,
+    "snakemake --profile profiles/demo export": demo_export,
+    "snakemake --cores 8 --profile slurm": slurm_study,
+    "snakemake --cores 8 --profile slurm --set-resources train:gpu=4 train:slurm_partition=gpu": slurm_four_gpus,
+    "snakemake --cores 8 --profile slurm --config 'run=[base-en-de]'": one_experiment,
+    "snakemake --profile profiles/workstation": workstation,
+    "snakemake --cores 8 table1": table1,
+    "snakemake --cores 8 table2": table2,
+    "snakemake --cores 8 table4": table4_refused,
+    "snakemake --cores 8 data": data,
+    "snakemake --cores 8 results/base-en-de/newstest2014.score.json": one_score,
+    "snakemake --cores 8 results/base-en-de/newstest2014.de --forcerun translate": one_translation,
+    "snakemake --cores 8 --forcerun translate -- results/base-en-de/newstest2014.de": one_translation,
+    "snakemake --cores 4 --configfile examples/own-pair.yaml --replace-workflow-config": own_pair,
+    "snakemake --cores 4 --configfile examples/own-pair.yaml --replace-workflow-config --config 'run=[my-small]'": (
+        own_pair_one
+    ),
+    "snakemake --cores 8 export": export,
+}
+# run for real rather than planned: --report on the demo in test_e2e.py, --unlock below
+NOT_PLANNED = {
+    "snakemake --unlock",
+    "snakemake --profile profiles/demo --report results/demo/report.html",
+    "snakemake --cores 8 --report results/report.html",
+}
+FAILS_BY_DESIGN = {"snakemake --cores 8 table4"}
+
+
+def test_every_readme_command_has_a_check():
+    commands = readme_commands()
+    # as typed, each must run for real too: Snakemake needs --cores (or a profile that sets it)
+    no_cores = [c for c in commands if not re.search(r"--cores|--profile|--unlock", c)]
+    assert not no_cores, f"README commands that fail as typed (no --cores, no profile): {no_cores}"
+    unchecked = [c for c in commands if c not in CHECKS and c not in NOT_PLANNED]
+    assert not unchecked, f"README commands without a dry-run check in tests/test_readme.py: {unchecked}"
+    stale = [c for c in list(CHECKS) + list(NOT_PLANNED) if c not in commands]
+    assert not stale, f"checks of commands the README no longer shows: {stale}"
+
+
+@pytest.mark.parametrize("command", list(CHECKS))
+def test_readme_command_plans_what_the_readme_says(clone, command):
+    counts, jobs, out = plan(clone, command, expect_ok=command not in FAILS_BY_DESIGN)
+    CHECKS[command](counts, jobs, out)
+    assert "RuntimeWarning" not in out and "never awaited" not in out, out[-2000:]
+
+
+def test_forcerun_before_the_target_swallows_it(clone):
+    """Why the README puts the target first: `--forcerun` takes a list, so a file after it is one
+    more rule name, and the whole default target is planned."""
+    counts, _, _ = plan(clone, "snakemake --cores 8 --forcerun translate results/base-en-de/newstest2014.de")
+    assert counts["translate"] > 1 and counts["table"] >= 2
+
+
+def test_unlock_as_typed(clone):
+    run = snakemake("--unlock", cwd=clone)
+    assert run.returncode == 0, run.stderr[-2000:]
