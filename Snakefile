@@ -40,7 +40,7 @@ rule all:
         [LAYOUT.table(n, ext) for n in TABLES for ext in ("md", "csv")],
         [LAYOUT.table(1, ext) for ext in ("md", "csv", "png")],
         [LAYOUT.figure(e, "learning_curves.png") for e in STUDY.reported],
-        [LAYOUT.data(ds, "vocab.json") for ds in STUDY.datasets()],
+        [LAYOUT.vocab_info(ds) for ds in STUDY.datasets()],
 
 
 rule data:

@@ -45,6 +45,10 @@ class Layout:
     def spm(self, dataset: str, side: str) -> str:
         return self.data(dataset, f"spm.{side}.model")
 
+    def vocab_info(self, dataset: str) -> str:
+        """The pieces each vocabulary holds against the size asked, and why when fewer (JSON)."""
+        return self.data(dataset, "vocab.json")
+
     def encoded(self, dataset: str, split: str) -> str:
         return self.data(dataset, f"{split}.bin")
 

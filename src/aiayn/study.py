@@ -281,10 +281,8 @@ class Study:
 def sources_line(command_line_files: list, replaced: bool, workflow_file: str = "config.yaml") -> str:
     """One line saying which config files define the study: the tables carry it on top (the
     demo's `study.yaml` replaces `config.yaml`, though Snakemake's header lists both)."""
-    files = [
-        os.path.relpath(f) if os.path.isabs(f) and not os.path.relpath(f).startswith("..") else str(f)
-        for f in command_line_files
-    ]
+    shown = [os.path.relpath(f) if os.path.isabs(f) else str(f) for f in command_line_files]
+    files = [s if not s.startswith("..") else str(f) for s, f in zip(shown, command_line_files)]
     if not files:
         return f"Study: `{workflow_file}`."
     given = ", ".join(f"`{f}`" for f in files)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from aiayn import __version__, metrics, paper
 from aiayn.errors import UserError
-from aiayn.hardware import PEAKS, model_flops, peak_flops
+from aiayn.hardware import PEAKS, gpu_model, model_flops, peak_flops
 
 # Table 2 of the paper: the other systems, kept for context (BLEU EN-DE, EN-FR; cost EN-DE, EN-FR).
 PAPER_TABLE2 = [
@@ -294,11 +294,11 @@ def hardware_note(rows: list[dict]) -> str:
             "CPU runs (hardware CPU) leave cost_flops_paper_formula and mfu blank: the paper's cost formula "
             "(footnote 5: hours x GPUs x the GPU's FP32 FLOP/s) and MFU apply to GPUs."
         )
-    unknown = sorted({r["gpu"] for r in rows if r.get("gpu") not in (None, "cpu") and r.get("mfu") is None})
+    unknown = sorted({r["gpu"] for r in rows if r.get("gpu") not in (None, "cpu") and gpu_model(r["gpu"]) is None})
     if unknown:
         notes.append(
-            f"No peak FLOP/s is known for {', '.join(unknown)} (aiayn.hardware.PEAKS), so its rows have no MFU "
-            "(and no cost where the FP32 rate is unknown)."
+            f"No peak FLOP/s is known for {', '.join(unknown)} (aiayn.hardware.PEAKS), so its rows have no cost "
+            "and no MFU."
         )
     return "".join(f"\n{n}\n" for n in notes)
 

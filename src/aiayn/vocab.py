@@ -10,9 +10,13 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from aiayn.corpus import read_lines
 from aiayn.encoded import BOS, EOS, PAD, UNK
 from aiayn.errors import UserError
 from aiayn.io import atomic_paths, scratch_dir
+
+# a dataset's `vocab:` settings where they are not given (§5.1: shared BPE, 37k for EN-DE)
+SETTINGS = {"model_type": "bpe", "size": 37000, "shared": True, "input_sentence_size": 10_000_000}
 
 
 def load(path: str | os.PathLike) -> spm.SentencePieceProcessor:
@@ -97,11 +101,10 @@ def describe(model: str | os.PathLike, asked: int, texts: list[str | os.PathLike
     if pieces < asked:
         words, chars = set(), set()
         for text in texts:
-            with open(text, encoding="utf-8") as f:
-                for line in f:
-                    split = line.split()
-                    words.update(split)
-                    chars.update(*split)
+            for line in read_lines(text):
+                split = line.split()
+                words.update(split)
+                chars.update(*split)
         info["reason"] = (
             f"sentencepiece made {pieces} pieces, not the {asked} asked: {', '.join(map(str, texts))} "
             f"{'has' if len(texts) == 1 else 'have'} only {len(words):,} distinct words over {len(chars):,} "
@@ -109,3 +112,16 @@ def describe(model: str | os.PathLike, asked: int, texts: list[str | os.PathLike
             "(hard_vocab_limit=false: a smaller vocabulary rather than a failure)"
         )
     return info
+
+
+def describe_pair(settings: dict, model_src, model_tgt, text_src, text_tgt) -> dict:
+    """{"source": describe(...), "target": ...}: a dataset's two vocabularies against the size
+    asked, each judged on the text it was trained on (both sides when shared)."""
+    settings = {**SETTINGS, **settings}
+    texts = {"source": [text_src], "target": [text_tgt]}
+    if settings["shared"]:
+        texts = {"source": [text_src, text_tgt], "target": [text_src, text_tgt]}
+    return {
+        side: describe(model, settings["size"], texts[side], settings["model_type"])
+        for side, model in (("source", model_src), ("target", model_tgt))
+    }

@@ -80,7 +80,7 @@ def get_data_targets():
     for ds in STUDY.datasets():
         dev = STUDY.dataset(ds)["dev"]
         out += [LAYOUT.encoded(ds, split) for split in ("train", dev)]
-        out.append(LAYOUT.data(ds, "vocab.json"))
+        out.append(LAYOUT.vocab_info(ds))
         out += [
             LAYOUT.text(ds, s, side)
             for s in STUDY.dataset(ds)["eval_sets"]
@@ -92,7 +92,7 @@ def get_data_targets():
 def get_vocab_targets():
     return [
         LAYOUT.spm(ds, side) for ds in STUDY.datasets() for side in ("src", "tgt")
-    ] + [LAYOUT.data(ds, "vocab.json") for ds in STUDY.datasets()]
+    ] + [LAYOUT.vocab_info(ds) for ds in STUDY.datasets()]
 
 
 def get_dataset(wildcards):

@@ -127,7 +127,7 @@ rule vocab_info:
         spm_src=LAYOUT.spm("{dataset}", "src"),
         spm_tgt=LAYOUT.spm("{dataset}", "tgt"),
     output:
-        LAYOUT.data("{dataset}", "vocab.json"),
+        LAYOUT.vocab_info("{dataset}"),
     log:
         LAYOUT.log("vocab_info", "{dataset}"),
     conda:

@@ -33,13 +33,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    settings = {
-        "model_type": "bpe",
-        "size": 37000,
-        "shared": True,
-        "input_sentence_size": 10_000_000,
-        **load_json(args.vocab, "--vocab", expect=dict),
-    }
+    settings = {**vocab.SETTINGS, **load_json(args.vocab, "--vocab", expect=dict)}
     common = dict(
         model_type=settings["model_type"],
         size=settings["size"],
@@ -57,19 +51,8 @@ def run(args) -> int:
     else:
         vocab.train([args.train_src], args.out_src, **common)
         vocab.train([args.train_tgt], args.out_tgt, **common)
-    for side, info in describe(settings, args.out_src, args.out_tgt, args.train_src, args.train_tgt).items():
+    for side, info in vocab.describe_pair(settings, args.out_src, args.out_tgt, args.train_src, args.train_tgt).items():
         print(f"{side} vocabulary: {info['pieces']} pieces -> {info['model']}")
         if info["reason"]:
             print(f"{side} vocabulary: {info['reason']}")
     return 0
-
-
-def describe(settings: dict, model_src, model_tgt, text_src, text_tgt) -> dict:
-    """{"source": vocab.describe(...), "target": ...}: each side against the size asked."""
-    texts = {"source": [text_src], "target": [text_tgt]}
-    if settings.get("shared", True):
-        texts = {"source": [text_src, text_tgt], "target": [text_src, text_tgt]}
-    return {
-        side: vocab.describe(model, settings["size"], texts[side], settings["model_type"])
-        for side, model in (("source", model_src), ("target", model_tgt))
-    }

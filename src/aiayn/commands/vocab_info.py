@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
+from aiayn import vocab
 from aiayn.commands import load_json
-from aiayn.commands.vocab import describe
 from aiayn.io import atomic_write_text
 
 
@@ -25,8 +25,8 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    settings = {"model_type": "bpe", "size": 37000, "shared": True, **load_json(args.vocab, "--vocab", expect=dict)}
-    info = describe(settings, args.spm_src, args.spm_tgt, args.train_src, args.train_tgt)
+    settings = load_json(args.vocab, "--vocab", expect=dict)
+    info = vocab.describe_pair(settings, args.spm_src, args.spm_tgt, args.train_src, args.train_tgt)
     atomic_write_text(args.out, json.dumps(info, indent=2) + "\n")
     for side, one in info.items():
         print(f"{side}: {one['pieces']} of {one['asked']} pieces{'; ' + one['reason'] if one['reason'] else ''}")
