@@ -210,7 +210,11 @@ def test_a_nonfinite_loss_on_one_rank_stops_every_rank(tmp_path):
     args = command(tmp_path, settings)
     script = tmp_path / "nan_on_rank_1.py"
     script.write_text(NAN_ON_RANK_1)
+    # --monitor-interval: torchrun's agent looks at its workers every 0.1 s by default, and once one has
+    # exited it terminates the other (SIGTERM), which on a loaded machine can come before that one's
+    # own exit 3; looking every 5 s lets both ranks end by themselves first
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2"]
+    torchrun += ["--monitor-interval", "5"]
     torchrun += ["--master-addr", "127.0.0.1", "--master-port", str(free_port()), str(script)]
     env = {**env_for_subprocess(), "AIAYN_TEST_CALLS": "0"}
     done = subprocess.run([*torchrun, *args[2:]], env=env, capture_output=True, text=True, timeout=240)
