@@ -5,7 +5,7 @@ import os
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
-from aiayn.config import ConfigError, read_yaml
+from aiayn.study.config import ConfigError, read_yaml
 
 min_version("9.0")
 

@@ -22,10 +22,10 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from aiayn.beam import beam_search  # noqa: E402
-from aiayn.beam_state import BeamState  # noqa: E402
-from aiayn.encoded import BOS, EOS  # noqa: E402
-from aiayn.model import ModelConfig, Transformer  # noqa: E402
+from aiayn.data.binary import BOS, EOS  # noqa: E402
+from aiayn.model.beam import beam_search  # noqa: E402
+from aiayn.model.beam_state import BeamState  # noqa: E402
+from aiayn.model.transformer import ModelConfig, Transformer  # noqa: E402
 
 SIZES = {
     "demo": dict(N=2, d_model=96, d_ff=384, h=4, d_k=24, d_v=24),

@@ -24,10 +24,10 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from aiayn import checkpoint as ckpt  # noqa: E402
-from aiayn import vocab  # noqa: E402
-from aiayn.encoded import EOS, PAD  # noqa: E402
-from aiayn.translate import translate  # noqa: E402
+from aiayn.data import vocab  # noqa: E402
+from aiayn.data.binary import EOS, PAD  # noqa: E402
+from aiayn.evaluation.translate import translate  # noqa: E402
+from aiayn.training import checkpoint as ckpt  # noqa: E402
 
 BEAM, EXTRA = 4, 10
 

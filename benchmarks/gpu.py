@@ -32,11 +32,11 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from aiayn import encoded  # noqa: E402
-from aiayn.distributed import Env  # noqa: E402
-from aiayn.hardware import peak_flops  # noqa: E402
-from aiayn.train import RunFiles, Trainer  # noqa: E402
-from aiayn.translate import translate  # noqa: E402
+from aiayn.data import binary as encoded  # noqa: E402
+from aiayn.evaluation.translate import translate  # noqa: E402
+from aiayn.training.distributed import Env  # noqa: E402
+from aiayn.training.hardware import peak_flops  # noqa: E402
+from aiayn.training.trainer import RunFiles, Trainer  # noqa: E402
 
 VOCAB = 37000  # §5.1, EN-DE shared BPE
 PRESETS = {  # Table 3
@@ -157,7 +157,7 @@ def bench_training(
 
 
 def bench_decoding(preset: str, *, device, precision: str, sentences: int, batch_tokens: int) -> dict:
-    from aiayn.model import ModelConfig, build
+    from aiayn.model.transformer import ModelConfig, build
 
     torch.manual_seed(0)
     cfg = ModelConfig(

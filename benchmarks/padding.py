@@ -20,7 +20,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from aiayn.batching import length_batches, micro_batch_budget  # noqa: E402
+from aiayn.training.batching import length_batches, micro_batch_budget  # noqa: E402
 
 
 def real_lengths(pair: str = "en-de") -> tuple[np.ndarray, np.ndarray]:

@@ -24,7 +24,7 @@ from torch import nn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from aiayn.model import ModelConfig, Transformer  # noqa: E402
+from aiayn.model.transformer import ModelConfig, Transformer  # noqa: E402
 
 SIZES = {
     "demo": dict(N=2, d_model=96, d_ff=384, h=4, d_k=24, d_v=24),
@@ -46,7 +46,7 @@ class TorchTransformer(nn.Module):
         self.scale = math.sqrt(cfg.d_model)
 
     def positions(self, T, d, device):
-        from aiayn.model import sinusoidal_positions
+        from aiayn.model.transformer import sinusoidal_positions
 
         return sinusoidal_positions(T, d).to(device)
 

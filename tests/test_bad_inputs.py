@@ -18,8 +18,9 @@ import pytest
 import toy
 from conftest import ROOT
 
-from aiayn import cli, encoded
-from aiayn.train import RunFiles, Trainer, run
+from aiayn import cli
+from aiayn.data import binary as encoded
+from aiayn.training.trainer import RunFiles, Trainer, run
 
 # -- a small world of real inputs, made once -----------------------------------------------------
 WORDS = "the cat sat on a mat and dog ran far away from home to see big red ball in park".split()
@@ -49,8 +50,8 @@ def make_tar(path: Path, members: dict[str, bytes], links: dict[str, str] | None
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> Path:
     """Text, two unrelated sentencepiece vocabularies, encoded data and a trained checkpoint."""
-    from aiayn import vocab
-    from aiayn.encode import encode_corpus
+    from aiayn.data import vocab
+    from aiayn.data.encode import encode_corpus
 
     w = tmp_path_factory.mktemp("world")
     (w / "a.txt").write_text("\n".join(sentences(300, 1)) + "\n")
@@ -76,7 +77,7 @@ def world(tmp_path_factory) -> Path:
 
 
 def _env():
-    from aiayn.distributed import Env
+    from aiayn.training.distributed import Env
 
     return Env()
 

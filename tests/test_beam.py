@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from aiayn.beam import beam_search, length_penalty
-from aiayn.model import ModelConfig, Transformer
-from aiayn.translate import length_sorted_batches, max_steps, translate
+from aiayn.evaluation.translate import length_sorted_batches, max_steps, translate
+from aiayn.model.beam import beam_search, length_penalty
+from aiayn.model.transformer import ModelConfig, Transformer
 
 BOS, EOS, A, B, C = 2, 3, 4, 5, 6
 V = 7
@@ -181,7 +181,8 @@ def test_beam_never_scores_below_greedy_on_a_trained_model(tmp_path):
     import toy
     from test_train import train_in_process
 
-    from aiayn import checkpoint, encoded
+    from aiayn.data import binary as encoded
+    from aiayn.training import checkpoint
 
     settings = toy.settings(steps=500, warmup_steps=100, checkpoint_interval=500, log_interval=100)
     settings["model"].update(N=2, d_model=64, d_ff=256, d_k=16, d_v=16)
@@ -201,8 +202,9 @@ def test_beam_never_scores_below_greedy_on_a_trained_model(tmp_path):
 def test_translate_command_writes_the_nbest_list(tmp_path):
     """`translate --nbest 3`: three hypotheses per line, best first, the first one the 1-best output,
     scores those of the search."""
-    from aiayn import checkpoint, vocab
     from aiayn.cli import main
+    from aiayn.data import vocab
+    from aiayn.training import checkpoint
 
     text = tmp_path / "text.txt"
     text.write_text("".join(f"{w} {x} {w}{x}\n" for w in ("ab", "cd", "ef", "gh") for x in ("ij", "kl", "mn")))

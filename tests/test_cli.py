@@ -13,9 +13,9 @@ import pytest
 from conftest import ROOT
 
 import aiayn
-from aiayn import figures, tables
 from aiayn.cli import COMMANDS, build_parser, main
-from aiayn.study import sources_line
+from aiayn.report import figures, tables
+from aiayn.study.grid import sources_line
 
 
 def subparser(command: str) -> argparse.ArgumentParser:

@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from aiayn import config as cfg
-from aiayn.config import ConfigError
+from aiayn.study import config as cfg
+from aiayn.study.config import ConfigError
 
 
 def _properties(node, path="$"):

@@ -16,8 +16,9 @@ import yaml
 from conftest import ROOT, fresh_clone, job_counts, planned_jobs, snakemake
 
 import aiayn
-from aiayn import checkpoint, demo
-from aiayn.corpus import read_lines
+from aiayn.data import demo
+from aiayn.data.corpus import read_lines
+from aiayn.training import checkpoint
 
 
 def tiny_demo_config() -> dict:

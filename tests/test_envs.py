@@ -72,22 +72,31 @@ def rules_with_envs():
     return found
 
 
+def module_path(module: str) -> Path:
+    path = ROOT / "src" / (module.replace(".", "/") + ".py")
+    return path if path.exists() else path.with_suffix("") / "__init__.py"
+
+
+def is_module(module: str) -> bool:
+    return module.split(".")[0] == "aiayn" and module_path(module).exists()
+
+
 def third_party_imports(module: str, seen: set[str] | None = None) -> set[str]:
     """Top-level third-party imports of an aiayn module and of the aiayn modules it imports."""
     seen = set() if seen is None else seen
     if module in seen:
         return set()
     seen.add(module)
-    path = ROOT / "src" / (module.replace(".", "/") + ".py")
-    if not path.exists():
-        path = path.with_suffix("") / "__init__.py"
+    path = module_path(module)
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        names = (
-            [a.name for a in node.names]
-            if isinstance(node, ast.Import)
-            else ([node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
-        )
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # `from aiayn.training import checkpoint`: the package and each name that is one of its modules
+            subs = [f"{node.module}.{a.name}" for a in node.names]
+            names = [node.module] + [m for m in subs if is_module(m)]
         for name in names:
             top = name.split(".")[0]
             if top == "aiayn":

@@ -13,15 +13,17 @@ import torch
 import torch.nn.functional as F
 import toy
 
-from aiayn import checkpoint as ckpt
-from aiayn import cli, encoded, vocab
-from aiayn.distributed import Env
-from aiayn.encoded import BOS, EOS, PAD
+from aiayn import cli
+from aiayn.data import binary as encoded
+from aiayn.data import vocab
+from aiayn.data.binary import BOS, EOS, PAD
 from aiayn.errors import UserError
-from aiayn.export import marian_state, residual_permutation
-from aiayn.model import sinusoidal_positions
-from aiayn.train import RunFiles, Trainer, run
-from aiayn.translate import translate
+from aiayn.evaluation.export import marian_state, residual_permutation
+from aiayn.evaluation.translate import translate
+from aiayn.model.transformer import sinusoidal_positions
+from aiayn.training import checkpoint as ckpt
+from aiayn.training.distributed import Env
+from aiayn.training.trainer import RunFiles, Trainer, run
 
 WORDS = "the cat sat on a mat and dog ran far away from home to see big red ball in park".split()
 DECODE = {"beam": 4, "alpha": 0.6, "max_len_a": 1.0, "max_len_b": 20}
@@ -30,7 +32,7 @@ DECODE = {"beam": 4, "alpha": 0.6, "max_len_a": 1.0, "max_len_b": 20}
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Path:
     """A 2-layer model trained to copy its input (h * d_k = d_model, as Marian needs)."""
-    from aiayn.encode import encode_corpus
+    from aiayn.data.encode import encode_corpus
 
     w = tmp_path_factory.mktemp("export")
     rng = random.Random(1)

@@ -12,8 +12,9 @@ import time
 
 import pytest
 
-from aiayn import io, metrics
+from aiayn import io
 from aiayn.io import atomic_paths, write_json
+from aiayn.training import metrics
 
 
 def test_atomic_paths_rename_together_or_not_at_all(tmp_path):

@@ -10,9 +10,9 @@ import pytest
 import torch
 from torch import nn
 
-from aiayn import checkpoint
-from aiayn.beam_state import BeamState
-from aiayn.model import ModelConfig, MultiHeadAttention, Transformer, count_parameters, sinusoidal_positions
+from aiayn.model.beam_state import BeamState
+from aiayn.model.transformer import ModelConfig, MultiHeadAttention, Transformer, count_parameters, sinusoidal_positions
+from aiayn.training import checkpoint
 
 SMALL = dict(src_vocab=50, tgt_vocab=50, N=2, d_model=32, d_ff=64, h=4, d_k=8, d_v=8, P_drop=0.1)
 
@@ -214,9 +214,9 @@ def test_parameter_counts_of_base_and_big():
 
 
 def test_params_of_every_table3_row_match_the_analytic_count(paper_config):
-    from aiayn import config as cfg
     from aiayn.commands.params import parameter_rows
-    from aiayn.study import Study
+    from aiayn.study import config as cfg
+    from aiayn.study.grid import Study
 
     study = Study(cfg.validate(paper_config))
     rows = parameter_rows(study, study.in_table(3))

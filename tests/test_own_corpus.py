@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from aiayn import demo
+from aiayn.data import demo
 
 
 def write_corpus(workdir: Path, sizes: dict[str, int]) -> None:

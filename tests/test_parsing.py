@@ -10,9 +10,9 @@ import zipfile
 import pytest
 from conftest import ROOT, real_data
 
-from aiayn.evalb import evalb, read_tree, score_sentence
-from aiayn.parsing import restore, score_parses
-from aiayn.trees import delinearize, linearize, parse_trees, preprocess, read_sections, with_top
+from aiayn.parsing.evalb import evalb, read_tree, score_sentence
+from aiayn.parsing.treebank import restore, score_parses
+from aiayn.parsing.trees import delinearize, linearize, parse_trees, preprocess, read_sections, with_top
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def test_preprocessing():
 
 def test_missing_treebank_says_what_is_needed(tmp_path):
     from aiayn.errors import UserError
-    from aiayn.parsing import split_trees
+    from aiayn.parsing.treebank import split_trees
 
     with pytest.raises(UserError, match="needs? your licensed Penn Treebank 3 \\(LDC99T42\\)"):
         split_trees({"treebank": None, "train_sections": ["02"], "eval_sets": {}}, "train")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from aiayn.corpus import read_lines
-from aiayn.evalb import evalb
-from aiayn.score import bleu_scores, compound_split, paper_tokenize
+from aiayn.data.corpus import read_lines
+from aiayn.evaluation.score import bleu_scores, compound_split, paper_tokenize
+from aiayn.parsing.evalb import evalb
 
 FIXTURES = Path(__file__).parent / "fixtures" / "protocol"
 BLEU, EVALB = FIXTURES / "bleu", FIXTURES / "evalb"

@@ -24,10 +24,11 @@ from test_train import (
     train_in_process,
 )
 
-from aiayn import checkpoint, encoded, metrics
-from aiayn.distributed import Deadline
+from aiayn.data import binary as encoded
 from aiayn.errors import UserError
-from aiayn.train import EXIT_DONE, EXIT_NONFINITE, rate, run
+from aiayn.training import checkpoint, metrics
+from aiayn.training.distributed import Deadline
+from aiayn.training.trainer import EXIT_DONE, EXIT_NONFINITE, rate, run
 
 
 def test_changed_settings_start_afresh_and_keep_the_old_run(tmp_path):
@@ -188,7 +189,7 @@ def test_fp16_skipped_updates_do_not_advance_the_schedule(tmp_path):
 NAN_ON_RANK_1 = textwrap.dedent(
     """
     import os, sys
-    import aiayn.train as train
+    import aiayn.training.trainer as train
     real = train.label_smoothed_loss
     def loss(logits, target, eps):
         out = real(logits, target, eps)

@@ -23,7 +23,7 @@ from conftest import ROOT
 from test_e2e import tiny_demo_config
 from test_train import assert_same_weights
 
-from aiayn import checkpoint
+from aiayn.training import checkpoint
 
 pytestmark = pytest.mark.slurm
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from conftest import with_treebank
 
-from aiayn import config as cfg
-from aiayn.config import ConfigError
-from aiayn.launch import LaunchError, launcher
-from aiayn.study import Study
+from aiayn.study import config as cfg
+from aiayn.study.config import ConfigError
+from aiayn.study.grid import Study
+from aiayn.study.launch import LaunchError, launcher
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,8 @@ import math
 import pytest
 import torch
 
-from aiayn import cli, table1
+from aiayn import cli
+from aiayn.report import table1
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from aiayn.tables import build, markdown_document, paper_cost, to_csv
+from aiayn.report.tables import build, markdown_document, paper_cost, to_csv
 
 
 def test_cost_formula_reproduces_the_papers_figures():
@@ -251,7 +251,7 @@ def test_table4_delta_only_for_the_papers_parser(tmp_path):
     ],
 )
 def test_gpu_peaks_are_matched_by_whole_names(name, model):
-    from aiayn.hardware import PEAKS, gpu_model, peak_flops
+    from aiayn.training.hardware import PEAKS, gpu_model, peak_flops
 
     assert gpu_model(name) == model
     assert peak_flops(name, "fp32") == (PEAKS[model]["fp32"] if model else None)
@@ -261,7 +261,8 @@ def test_word_by_word_baseline_is_the_same_in_every_process():
     """Ties in co-occurrence went to whichever word Python's (per-process) string hashing put first:
     the demo's word-by-word BLEU was 2.12 in one run and 2.24 in the next."""
     code = (
-        "from aiayn.baselines import word_by_word;print(word_by_word(['a b'], ['a b', 'a b'], ['x y z w', 'y x w z']))"
+        "from aiayn.evaluation.baselines import word_by_word\n"
+        "print(word_by_word(['a b'], ['a b', 'a b'], ['x y z w', 'y x w z']))"
     )
     outs = {
         subprocess.run(

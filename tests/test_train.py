@@ -18,11 +18,21 @@ import toy
 from conftest import ROOT, real_data
 
 import aiayn
-from aiayn import checkpoint, encoded, metrics
-from aiayn.batching import Batcher, Prefetcher, collate, micro_batch_budget
-from aiayn.distributed import Env
-from aiayn.encoded import BOS, EOS, PAD
-from aiayn.train import EXIT_DONE, EXIT_NONFINITE, EXIT_PREEMPTED, RunFiles, Trainer, label_smoothed_loss, rate, run
+from aiayn.data import binary as encoded
+from aiayn.data.binary import BOS, EOS, PAD
+from aiayn.training import checkpoint, metrics
+from aiayn.training.batching import Batcher, Prefetcher, collate, micro_batch_budget
+from aiayn.training.distributed import Env
+from aiayn.training.trainer import (
+    EXIT_DONE,
+    EXIT_NONFINITE,
+    EXIT_PREEMPTED,
+    RunFiles,
+    Trainer,
+    label_smoothed_loss,
+    rate,
+    run,
+)
 
 
 # -- schedule and loss ----------------------------------------------------------------------------
@@ -244,7 +254,7 @@ class StopAt:
 
 
 def test_a_stop_at_an_off_grid_step_is_resumed_from_but_never_averaged(tmp_path):
-    from aiayn.average import last_checkpoints
+    from aiayn.training.average import last_checkpoints
 
     settings = toy.settings(steps=12, checkpoint_interval=4, keep_checkpoints=3)
     trainer = make_trainer(tmp_path, settings)
@@ -450,7 +460,7 @@ def test_bad_input_is_one_clear_line(tmp_path):
 def test_an_unknown_gpu_says_its_peak_is_unknown():
     from types import SimpleNamespace
 
-    from aiayn.progress import format_start
+    from aiayn.training.progress import format_start
 
     t = SimpleNamespace(
         env=Env(),
@@ -474,8 +484,8 @@ def test_counted_flops_equal_torchs_flop_counter(shared):
     one forward and backward pass, on a model whose d_k, d_v and h*d_k differ from d_model."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    from aiayn.hardware import training_flops
-    from aiayn.model import ModelConfig, build
+    from aiayn.model.transformer import ModelConfig, build
+    from aiayn.training.hardware import training_flops
 
     cfg = ModelConfig.from_dict(
         {
@@ -499,7 +509,7 @@ def test_counted_flops_equal_torchs_flop_counter(shared):
 
 
 def test_progress_reports_the_counted_flops_of_its_updates(tmp_path):
-    from aiayn.hardware import training_flops
+    from aiayn.training.hardware import training_flops
 
     trainer = make_trainer(tmp_path, toy.settings(steps=2, log_interval=2))
     micro = trainer.batcher.update(1)

@@ -13,7 +13,8 @@ import toy
 import yaml
 from conftest import ROOT
 
-from aiayn import checkpoint, encoded
+from aiayn.data import binary as encoded
+from aiayn.training import checkpoint
 
 
 def tiny_study(workdir: Path, steps: int) -> Path:

@@ -6,7 +6,7 @@ import copy
 
 import numpy as np
 
-from aiayn import encoded
+from aiayn.data import binary as encoded
 
 VOCAB = 24  # ids 0-3 are PAD, UNK, BOS, EOS
 

@@ -17,10 +17,10 @@ shell.prefix(
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 
-from aiayn.config import ConfigError, validate
-from aiayn.launch import LaunchError, launcher
-from aiayn.layout import Layout, mirrored
-from aiayn.study import Study, sources_line
+from aiayn.study.config import ConfigError, validate
+from aiayn.study.launch import LaunchError, launcher
+from aiayn.study.layout import Layout, mirrored
+from aiayn.study.grid import Study, sources_line
 
 try:
     config.update(validate(config))

@@ -3,9 +3,9 @@ on its checkpoint grid only (`aiayn.average`)."""
 
 from __future__ import annotations
 
-from aiayn import checkpoint as ckpt
-from aiayn.average import average, last_checkpoints
 from aiayn.io import write_json
+from aiayn.training import checkpoint as ckpt
+from aiayn.training.average import average, last_checkpoints
 
 
 def add_arguments(parser):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aiayn.download import download
+from aiayn.data.download import download
 
 
 def add_arguments(parser):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aiayn.encode import encode_corpus
+from aiayn.data.encode import encode_corpus
 
 
 def add_arguments(parser):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from aiayn.corpus import read_lines
+from aiayn.data.corpus import read_lines
 from aiayn.errors import UserError
-from aiayn.evalb import evalb, format_summary
+from aiayn.parsing.evalb import evalb, format_summary
 
 
 def add_arguments(parser):

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from aiayn import metrics
 from aiayn.commands import load_json
 from aiayn.commands.translate import decode_settings
 from aiayn.errors import UserError
+from aiayn.training import metrics
 
 
 def add_arguments(parser):
@@ -73,7 +73,7 @@ def model_card(info: dict, decode: dict) -> str:
 
 def run(args) -> int:
     try:
-        from aiayn.export import export, to_ctranslate2  # noqa: PLC0415
+        from aiayn.evaluation.export import export, to_ctranslate2  # noqa: PLC0415
     except ModuleNotFoundError as exc:
         raise UserError(f"export needs {exc.name!r}: pip install -e '.[export]' (or use envs/export.yaml)") from None
     decode = decode_settings(args.decode)

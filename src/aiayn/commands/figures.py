@@ -7,11 +7,12 @@ from pathlib import Path
 
 import torch
 
-from aiayn import checkpoint as ckpt
-from aiayn import figures, vocab
-from aiayn.corpus import read_lines
-from aiayn.encoded import EOS
+from aiayn.data import vocab
+from aiayn.data.binary import EOS
+from aiayn.data.corpus import read_lines
 from aiayn.errors import UserError
+from aiayn.report import figures
+from aiayn.training import checkpoint as ckpt
 
 
 def add_arguments(parser):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aiayn import demo
 from aiayn.commands import load_json
+from aiayn.data import demo
 from aiayn.errors import UserError
 
 

@@ -6,10 +6,10 @@ the vocabulary sizes of its dataset as configured (§5.1: 37k shared EN-DE, 32k 
 
 from __future__ import annotations
 
-from aiayn import config as cfg
 from aiayn.errors import UserError
-from aiayn.model import ModelConfig, build, count_parameters
-from aiayn.study import Study
+from aiayn.model.transformer import ModelConfig, build, count_parameters
+from aiayn.study import config as cfg
+from aiayn.study.grid import Study
 
 COLUMNS = ("experiment", "tables", "row", "N", "d_model", "d_ff", "h", "d_k", "d_v", "vocab", "params_M", "paper_M")
 

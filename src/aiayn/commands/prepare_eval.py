@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aiayn.commands import load_json
-from aiayn.corpus import prepare_eval
+from aiayn.data.corpus import prepare_eval
 
 
 def add_arguments(parser):

@@ -7,10 +7,10 @@ parsing: EVALB (COLLINS.prm) of the restored parses against the gold trees (--re
 from __future__ import annotations
 
 from aiayn.commands import load_json
-from aiayn.corpus import read_lines
+from aiayn.data.corpus import read_lines
+from aiayn.evaluation.score import bleu_scores, check_lines
 from aiayn.io import write_json
-from aiayn.parsing import score_parses
-from aiayn.score import bleu_scores, check_lines
+from aiayn.parsing.treebank import score_parses
 
 
 def add_arguments(parser):

@@ -4,7 +4,7 @@ experiment's model (`aiayn.selection`)."""
 from __future__ import annotations
 
 from aiayn.commands import load_json
-from aiayn.selection import select
+from aiayn.evaluation.selection import select
 
 
 def add_arguments(parser):

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import torch
 
-from aiayn import table1
 from aiayn.commands import load_json
 from aiayn.errors import UserError
 from aiayn.io import atomic_write_text
-from aiayn.tables import to_csv
+from aiayn.report import table1
+from aiayn.report.tables import to_csv
 
 
 def add_arguments(parser):

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aiayn import baselines, tables
-from aiayn import config as cfg
 from aiayn.commands import load_json
-from aiayn.corpus import read_lines
+from aiayn.data.corpus import read_lines
 from aiayn.errors import UserError
+from aiayn.evaluation import baselines
+from aiayn.evaluation.score import paired_bootstrap_p
 from aiayn.io import atomic_write_text
-from aiayn.score import paired_bootstrap_p
-from aiayn.study import Study
+from aiayn.report import tables
+from aiayn.study import config as cfg
+from aiayn.study.grid import Study
 
 
 def add_arguments(parser):

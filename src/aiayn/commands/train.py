@@ -11,13 +11,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from aiayn import encoded
 from aiayn.commands import load_json
-from aiayn.distributed import Deadline, StopFlag, setup
+from aiayn.data import binary as encoded
 from aiayn.errors import UserError
 from aiayn.io import file_sha256
-from aiayn.train import RunFiles, Trainer
-from aiayn.train import run as train_run
+from aiayn.training.distributed import Deadline, StopFlag, setup
+from aiayn.training.trainer import RunFiles, Trainer
+from aiayn.training.trainer import run as train_run
 
 
 def add_arguments(parser):

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import torch
 
-from aiayn import checkpoint as ckpt
-from aiayn import vocab
 from aiayn.commands import load_json
-from aiayn.corpus import read_lines
-from aiayn.distributed import parse_device
+from aiayn.data import vocab
+from aiayn.data.corpus import read_lines
 from aiayn.errors import UserError
+from aiayn.evaluation.translate import translate
 from aiayn.io import atomic_write_text, file_sha256
-from aiayn.translate import translate
+from aiayn.training import checkpoint as ckpt
+from aiayn.training.distributed import parse_device
 
 
 def add_arguments(parser):

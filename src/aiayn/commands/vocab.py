@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aiayn import vocab
 from aiayn.commands import load_json
-from aiayn.corpus import read_lines
+from aiayn.data import vocab
+from aiayn.data.corpus import read_lines
 from aiayn.errors import UserError
 from aiayn.io import atomic_copy
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from aiayn import vocab
 from aiayn.commands import load_json
+from aiayn.data import vocab
 from aiayn.io import atomic_write_text
 
 

@@ -18,7 +18,7 @@ import torch
 
 from aiayn.errors import UserError
 from aiayn.io import atomic_copy, atomic_path
-from aiayn.model import ModelConfig, Transformer, build
+from aiayn.model.transformer import ModelConfig, Transformer, build
 
 STEP_FILE = re.compile(r"checkpoint_(\d+)\.pt$")
 

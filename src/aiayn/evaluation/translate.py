@@ -9,11 +9,11 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from aiayn import precision as arithmetic
-from aiayn.beam import Hypothesis, beam_search
-from aiayn.beam_state import BeamState
-from aiayn.encoded import BOS, EOS, PAD
-from aiayn.model import Transformer
+from aiayn.data.binary import BOS, EOS, PAD
+from aiayn.model.beam import Hypothesis, beam_search
+from aiayn.model.beam_state import BeamState
+from aiayn.model.transformer import Transformer
+from aiayn.training import precision as arithmetic
 
 
 def max_steps(src_len: int, a: float, b: int, cap: int | None = None) -> int:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from aiayn import metrics
 from aiayn.errors import UserError
 from aiayn.io import atomic_copy, write_json
+from aiayn.training import metrics
 
 
 def dev_score(score: dict) -> tuple[str, float]:

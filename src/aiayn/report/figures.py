@@ -8,8 +8,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from aiayn import metrics  # noqa: E402
 from aiayn.io import atomic_path  # noqa: E402
+from aiayn.training import metrics  # noqa: E402
 
 
 def _save(fig, out) -> None:

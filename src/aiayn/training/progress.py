@@ -11,8 +11,8 @@ import torch
 import torch.distributed as dist
 
 from aiayn import __version__
-from aiayn.distributed import device_name
-from aiayn.hardware import peak_flops
+from aiayn.training.distributed import device_name
+from aiayn.training.hardware import peak_flops
 
 
 class Progress:

@@ -293,7 +293,7 @@ COLUMNS = [
 
 
 def markdown(result: Result, settings: dict) -> str:
-    from aiayn.tables import footer, to_markdown  # noqa: PLC0415
+    from aiayn.report.tables import footer, to_markdown  # noqa: PLC0415
 
     ns = settings["n"]
     cross = (

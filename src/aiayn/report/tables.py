@@ -13,9 +13,11 @@ import io
 import json
 from pathlib import Path
 
-from aiayn import __version__, metrics, paper
+from aiayn import __version__
 from aiayn.errors import UserError
-from aiayn.hardware import PEAKS, gpu_model, model_flops, peak_flops
+from aiayn.report import paper
+from aiayn.training import metrics
+from aiayn.training.hardware import PEAKS, gpu_model, model_flops, peak_flops
 
 # Table 2 of the paper: the other systems, kept for context (BLEU EN-DE, EN-FR; cost EN-DE, EN-FR).
 PAPER_TABLE2 = [

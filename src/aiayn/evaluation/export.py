@@ -27,9 +27,9 @@ from pathlib import Path
 
 import torch
 
-from aiayn.encoded import BOS, EOS, PAD, UNK
+from aiayn.data.binary import BOS, EOS, PAD, UNK
 from aiayn.errors import UserError
-from aiayn.model import ModelConfig, sinusoidal_positions
+from aiayn.model.transformer import ModelConfig, sinusoidal_positions
 
 
 def residual_permutation(d_model: int) -> torch.Tensor:
@@ -161,8 +161,8 @@ def export(
     """Write the Hugging Face folder `out` (written beside, renamed into place whole)."""
     from transformers import GenerationConfig, MarianConfig, MarianMTModel  # noqa: PLC0415
 
-    from aiayn import checkpoint as ckpt  # noqa: PLC0415
     from aiayn.io import remove_leftovers  # noqa: PLC0415
+    from aiayn.training import checkpoint as ckpt  # noqa: PLC0415
 
     payload = ckpt.load(model)
     config, state = marian_state(payload, max_positions)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aiayn import encoded
+from aiayn.data import binary as encoded
 from aiayn.errors import UserError
 from aiayn.io import file_sha256, scratch_dir
 
@@ -48,7 +48,7 @@ def encode_corpus(
     src: str, tgt: str, spm_src: str, spm_tgt: str, out: str, *, threads: int = 1, chunk: int = 100_000
 ) -> dict:
     """Encode aligned files `src`/`tgt` into `out`; return the header's statistics."""
-    from aiayn import vocab  # noqa: PLC0415 (sentencepiece only where encoding happens)
+    from aiayn.data import vocab  # noqa: PLC0415 (sentencepiece only where encoding happens)
 
     sp = {"src": vocab.load(spm_src), "tgt": vocab.load(spm_tgt)}
     sizes = {side: p.GetPieceSize() for side, p in sp.items()}

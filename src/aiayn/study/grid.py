@@ -15,8 +15,8 @@ import itertools
 import os
 from dataclasses import dataclass
 
-from aiayn.config import ConfigError
-from aiayn.layout import archive_filename
+from aiayn.study.config import ConfigError
+from aiayn.study.layout import archive_filename
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import tarfile
 from pathlib import Path
 
-from aiayn.corpus import atomic_pair, read_lines
+from aiayn.data.corpus import atomic_pair, read_lines
 from aiayn.errors import UserError
-from aiayn.evalb import COLLINS, evalb
 from aiayn.io import atomic_write_text, scratch_dir
-from aiayn.trees import Tree, delinearize, linearize, parse_trees, preprocess, read_sections, with_top
+from aiayn.parsing.evalb import COLLINS, evalb
+from aiayn.parsing.trees import Tree, delinearize, linearize, parse_trees, preprocess, read_sections, with_top
 
 
 def split_trees(dataset: dict, split: str) -> list[Tree]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from aiayn.model import Transformer
+from aiayn.model.transformer import Transformer
 
 
 class BeamState:

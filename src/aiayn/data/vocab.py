@@ -10,8 +10,8 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from aiayn.corpus import read_lines
-from aiayn.encoded import BOS, EOS, PAD, UNK
+from aiayn.data.binary import BOS, EOS, PAD, UNK
+from aiayn.data.corpus import read_lines
 from aiayn.errors import UserError
 from aiayn.io import atomic_paths, scratch_dir
 

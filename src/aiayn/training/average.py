@@ -12,8 +12,8 @@ from pathlib import Path
 
 import torch
 
-from aiayn import checkpoint as ckpt
 from aiayn.errors import UserError
+from aiayn.training import checkpoint as ckpt
 
 
 def last_checkpoints(folder: str | Path, k: int, interval: int, final: int) -> list[Path]:

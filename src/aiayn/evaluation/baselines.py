@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from aiayn.corpus import read_lines
-from aiayn.evalb import evalb
-from aiayn.score import bleu_scores
-from aiayn.trees import Tree, parse_trees
+from aiayn.data.corpus import read_lines
+from aiayn.evaluation.score import bleu_scores
+from aiayn.parsing.evalb import evalb
+from aiayn.parsing.trees import Tree, parse_trees
 
 
 def word_by_word(src: list[str], train_src: list[str], train_tgt: list[str]) -> list[str]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from aiayn.encoded import BOS, EOS, PAD, Corpus
+from aiayn.data.binary import BOS, EOS, PAD, Corpus
 
 
 def micro_batch_budget(tokens_per_update: int, max_tokens: int, world_size: int) -> tuple[int, int]:

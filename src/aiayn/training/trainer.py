@@ -28,16 +28,16 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from aiayn import checkpoint as ckpt
-from aiayn import metrics, precision
-from aiayn.batching import Batcher, Prefetcher, collate, micro_batch_budget
-from aiayn.distributed import Env, StopFlag, all_ranks_min, requeue, stop_requested
-from aiayn.encoded import PAD, Corpus
+from aiayn.data.binary import PAD, Corpus
 from aiayn.errors import UserError
-from aiayn.hardware import training_flops
 from aiayn.io import file_sha256, remove_leftovers
-from aiayn.model import ModelConfig, build, count_parameters
-from aiayn.progress import Progress, format_progress, format_start, start_record
+from aiayn.model.transformer import ModelConfig, build, count_parameters
+from aiayn.training import checkpoint as ckpt
+from aiayn.training import metrics, precision
+from aiayn.training.batching import Batcher, Prefetcher, collate, micro_batch_budget
+from aiayn.training.distributed import Env, StopFlag, all_ranks_min, requeue, stop_requested
+from aiayn.training.hardware import training_flops
+from aiayn.training.progress import Progress, format_progress, format_start, start_record
 
 EXIT_DONE = 0
 EXIT_NONFINITE = 3
