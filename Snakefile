@@ -55,7 +55,7 @@ rule vocab:
 
 rule models:
     input:
-        [LAYOUT.last_checkpoint(e) for e in STUDY.experiments],
+        [LAYOUT.final_checkpoint(e) for e in STUDY.experiments],
 
 
 rule table1:

@@ -25,7 +25,8 @@ sys.path.insert(0, str(ROOT / "src"))
 from aiayn.data.binary import BOS, EOS  # noqa: E402
 from aiayn.model.beam import beam_search  # noqa: E402
 from aiayn.model.beam_state import BeamState  # noqa: E402
-from aiayn.model.transformer import ModelConfig, Transformer  # noqa: E402
+from aiayn.model.hparams import ModelConfig  # noqa: E402
+from aiayn.model.transformer import Transformer  # noqa: E402
 
 SIZES = {
     "demo": dict(N=2, d_model=96, d_ff=384, h=4, d_k=24, d_v=24),

@@ -87,7 +87,7 @@ def main(argv=None) -> int:
     sp = vocab.load(args.spm)
     lines = Path(args.input).read_text(encoding="utf-8").splitlines()
     lines = lines[: args.sentences] if args.sentences else lines
-    ids = vocab.encode(sp, lines)
+    ids = vocab.to_ids(sp, lines)
     ours = ckpt.rebuild(ckpt.load(args.model)).eval()
     hf = MarianMTModel.from_pretrained(args.export).eval()
     ct2 = ctranslate2.Translator(args.ct2, device="cpu", inter_threads=1, intra_threads=args.threads)

@@ -2,7 +2,7 @@
 paper's batch size (~25,000 target tokens per update) in bf16 through the real trainer (fused
 attention, fused Adam, prefetching into pinned memory; --compile adds torch.compile side by side),
 then beam-4 decoding throughput. Prints tokens/s, TFLOP/s and MFU against the GPU's dense bf16
-peak (aiayn.hardware); writes JSON.
+peak (aiayn.training.hardware); writes JSON.
 
     python benchmarks/gpu.py --json benchmarks/gpu.json            # on the GPU machine
     python benchmarks/gpu.py --compile --json benchmarks/gpu.json  # also the torch.compile'd step
@@ -32,7 +32,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from aiayn.data import binary as encoded  # noqa: E402
+from aiayn.data import binary  # noqa: E402
 from aiayn.evaluation.translate import translate  # noqa: E402
 from aiayn.training.distributed import Env  # noqa: E402
 from aiayn.training.hardware import peak_flops  # noqa: E402
@@ -53,15 +53,15 @@ def wmt_like_lengths(n: int, seed: int = 0, cap: int = 250) -> tuple[np.ndarray,
     return lengths[:, 0], lengths[:, 1]
 
 
-def synthetic_corpus(path: Path, pairs: int, vocab: int) -> encoded.Corpus:
+def synthetic_corpus(path: Path, pairs: int, vocab: int) -> binary.Corpus:
     src_len, tgt_len = wmt_like_lengths(pairs)
     rng = np.random.default_rng(1)
     sides = []
     for lengths in (src_len, tgt_len):
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        sides.append((rng.integers(4, vocab, int(offsets[-1])).astype(encoded.token_dtype(vocab)), offsets))
-    encoded.write(path, *sides, dtype=encoded.token_dtype(vocab), meta={"src_vocab": vocab, "tgt_vocab": vocab})
-    return encoded.read(path)
+        sides.append((rng.integers(4, vocab, int(offsets[-1])).astype(binary.token_dtype(vocab)), offsets))
+    binary.write(path, *sides, dtype=binary.token_dtype(vocab), meta={"src_vocab": vocab, "tgt_vocab": vocab})
+    return binary.read(path)
 
 
 def settings(preset: str, *, tokens: int, precision: str, compile_: bool) -> dict:
@@ -135,7 +135,7 @@ def bench_training(
     seconds = time.perf_counter() - start
     assert math.isfinite(float(loss)), "the loss is not finite"
     trainer.prefetcher.close()
-    tflops = flops / seconds / 1e12  # counted from the batches (aiayn.hardware.training_flops)
+    tflops = flops / seconds / 1e12  # counted from the batches (aiayn.training.hardware.training_flops)
     peak = peak_flops(torch.cuda.get_device_name(device), "bf16") if device.type == "cuda" else None
     result = {
         "preset": preset,
@@ -157,7 +157,8 @@ def bench_training(
 
 
 def bench_decoding(preset: str, *, device, precision: str, sentences: int, batch_tokens: int) -> dict:
-    from aiayn.model.transformer import ModelConfig, build
+    from aiayn.model.hparams import ModelConfig
+    from aiayn.model.transformer import build
 
     torch.manual_seed(0)
     cfg = ModelConfig(

@@ -1,5 +1,5 @@
 """Batching efficiency: the share of padding in training batches built by the trainer's own
-batcher (`aiayn.batching.length_batches`) at the paper's batch size (8 GPUs × 3,125 tokens per
+batcher (`aiayn.training.batching.length_batches`) at the paper's batch size (8 GPUs × 3,125 tokens per
 side, 25,000 per update), on the real sentence lengths of the WMT news slice in ../shared/data
 (~1.3 pieces per word), and on those lengths resampled to the paper's 4.5M EN-DE pairs.
 

@@ -24,7 +24,8 @@ from torch import nn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from aiayn.model.transformer import ModelConfig, Transformer  # noqa: E402
+from aiayn.model.hparams import ModelConfig  # noqa: E402
+from aiayn.model.transformer import Transformer  # noqa: E402
 
 SIZES = {
     "demo": dict(N=2, d_model=96, d_ff=384, h=4, d_k=24, d_v=24),

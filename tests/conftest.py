@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import gzip
 import os
 import re
 import subprocess
@@ -16,7 +17,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 # Run inside a Slurm allocation (an interactive srun), a trainer the tests start would take the
-# allocation for its own job and requeue it on a stop (aiayn.distributed.requeue): the tests are
+# allocation for its own job and requeue it on a stop (aiayn.training.distributed.requeue): the tests are
 # no Slurm job of theirs. Tests that need one set SLURM_JOB_ID themselves.
 for _var in ("SLURM_JOB_ID", "SLURM_JOBID"):
     os.environ.pop(_var, None)
@@ -91,3 +92,49 @@ def planned_jobs(output: str) -> list[dict]:
 
 def job_counts(jobs: list[dict]) -> Counter:
     return Counter(j["rule"] for j in jobs)
+
+
+# -- the paper study's plan: what its dry-runs must count ------------------------------------------
+N_EXPERIMENTS = 4 + 18 + 1  # Table 2, Table 3's new rows, Table 4 (parse-semi waits for extra corpora)
+# the paper study with a treebank configured (the default config has none: the Penn Treebank is licensed)
+WITH_TREEBANK = 'datasets={"wsj": {"treebank": "/data/ptb3"}, "wsj-semi": {"treebank": "/data/ptb3"}}'
+N_CANDIDATES = 6  # parse-wsj's §6.3 selection on WSJ 22: P_drop 0.1/0.2/0.3 x lr_scale 0.5/1.0
+N_TRAINED = N_EXPERIMENTS - 1 + N_CANDIDATES  # parse-wsj takes its best candidate's model
+N_TRAINED_AS_TYPED = N_EXPERIMENTS - 1  # the default config, without a treebank: the WMT study
+
+
+# -- small studies the end-to-end tests run --------------------------------------------------------
+def tiny_demo_config() -> dict:
+    config = yaml.safe_load((ROOT / "profiles/demo/study.yaml").read_text())
+    config["archives"]["demo-pair"]["generate"]["sizes"] = {"train": 1500, "dev": 40, "test": 40}
+    config["archives"]["demo-treebank"]["generate"]["sizes"] = {"02": 300, "22": 20, "23": 30}
+    for es in config["datasets"]["eng-zil"]["eval_sets"].values():
+        es["lines"] = 40
+    config["datasets"]["eng-zil"]["vocab"]["size"] = 300
+    config["datasets"]["demo-wsj"]["vocab"]["size"] = 200
+    config["training"].update(
+        steps=24, warmup_steps=10, checkpoint_interval=6, log_interval=6, tokens_per_update=600, max_tokens=600
+    )
+    config["scoring"] = {"bootstrap_resamples": 50}
+    for preset in config["presets"].values():
+        preset["model"].update(d_model=32, d_ff=64, h=2, d_k=16, d_v=16)
+    config["presets"]["big"]["model"].update(d_model=48, d_ff=96)
+    config["results"] = "results"
+    return config
+
+
+def write_corpus(workdir: Path, sizes: dict[str, int]) -> None:
+    """The demo's made-up pair as plain files where examples/own-pair.yaml expects them."""
+    data = workdir / "data" / "my-pair"
+    data.mkdir(parents=True)
+    from aiayn.data import demo
+
+    for split, rows in demo.splits(7, sizes).items():
+        src = "".join(r[0] + "\n" for r in rows)
+        tgt = "".join(r[1] + "\n" for r in rows)
+        if split == "test":
+            (data / "test.en.gz").write_bytes(gzip.compress(src.encode()))
+            (data / "test.xx.gz").write_bytes(gzip.compress(tgt.encode()))
+        else:
+            (data / f"{split}.en").write_text(src)
+            (data / f"{split}.xx").write_text(tgt)

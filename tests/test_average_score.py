@@ -14,7 +14,7 @@ from conftest import ROOT, real_data
 from aiayn.errors import UserError
 from aiayn.evaluation.score import bleu_scores, compound_split, paper_tokenize
 from aiayn.training import checkpoint
-from aiayn.training.average import average, last_checkpoints
+from aiayn.training.average import average, newest_on_grid
 
 
 def fake_checkpoint(path, step, value, config=None, vocab="v1"):
@@ -30,7 +30,7 @@ def fake_checkpoint(path, step, value, config=None, vocab="v1"):
 def test_average_of_the_last_k(tmp_path):
     for step, value in ((100, 1.0), (200, 2.0), (300, 4.0), (400, 9.0)):
         fake_checkpoint(tmp_path / f"checkpoint_{step:07d}.pt", step, value)
-    paths = last_checkpoints(tmp_path, 3, 100, 400)
+    paths = newest_on_grid(tmp_path, 3, 100, 400)
     assert [p.name for p in paths] == ["checkpoint_0000200.pt", "checkpoint_0000300.pt", "checkpoint_0000400.pt"]
     result = average(paths)
     assert torch.equal(result["model"]["w"], torch.full((2, 2), 5.0))  # (2 + 4 + 9) / 3
@@ -43,33 +43,32 @@ def test_only_grid_checkpoints_are_averaged(tmp_path):
     average is of evenly spaced checkpoints, plus the final step (430, not a multiple of 100)."""
     for step in (100, 200, 250, 300, 400, 430):
         fake_checkpoint(tmp_path / f"checkpoint_{step:07d}.pt", step, float(step))
-    paths = last_checkpoints(tmp_path, 3, 100, 430)
+    paths = newest_on_grid(tmp_path, 3, 100, 430)
     assert [p.name for p in paths] == ["checkpoint_0000300.pt", "checkpoint_0000400.pt", "checkpoint_0000430.pt"]
-    paths = last_checkpoints(tmp_path, 4, 100, 1000)  # training not done: 430 is off the grid too
+    paths = newest_on_grid(tmp_path, 4, 100, 1000)  # training not done: 430 is off the grid too
     assert [p.name for p in paths] == [f"checkpoint_{s:07d}.pt" for s in (100, 200, 300, 400)]
     with pytest.raises(UserError, match="2 written at other steps on a stop signal are not averaged"):
-        last_checkpoints(tmp_path, 5, 100, 1000)
+        newest_on_grid(tmp_path, 5, 100, 1000)
     with pytest.raises(UserError, match="must be at least 1, got 0"):
-        last_checkpoints(tmp_path, 0, 100, 430)
+        newest_on_grid(tmp_path, 0, 100, 430)
 
 
 def test_average_refuses_mismatched_checkpoints(tmp_path):
     fake_checkpoint(tmp_path / "checkpoint_0000001.pt", 1, 1.0)
     fake_checkpoint(tmp_path / "checkpoint_0000002.pt", 2, 1.0, config={"d_model": 4})
     with pytest.raises(UserError, match="checkpoint_0000002.pt has another model"):
-        average(last_checkpoints(tmp_path, 2, 1, 2))
+        average(newest_on_grid(tmp_path, 2, 1, 2))
     fake_checkpoint(tmp_path / "checkpoint_0000002.pt", 2, 1.0, vocab="v2")
-    with pytest.raises(UserError, match="checkpoint_0000002.pt has other vocabularies"):
-        average(last_checkpoints(tmp_path, 2, 1, 2))
+    with pytest.raises(UserError, match="checkpoint_0000002.pt has another source vocabulary"):
+        average(newest_on_grid(tmp_path, 2, 1, 2))
     with pytest.raises(UserError, match="2 step checkpoint\\(s\\) every 1 updates, 5 are to be averaged"):
-        last_checkpoints(tmp_path, 5, 1, 2)
+        newest_on_grid(tmp_path, 5, 1, 2)
 
 
 def test_average_command_writes_a_loadable_model(tmp_path):
     import toy
-    from test_train import train_in_process
 
-    assert train_in_process(tmp_path, toy.settings(steps=8, checkpoint_interval=2)) == 0
+    assert toy.train_in_process(tmp_path, toy.settings(steps=8, checkpoint_interval=2)) == 0
     out = tmp_path / "average.pt"
     run = subprocess.run(
         [
@@ -122,7 +121,7 @@ def test_tokenized_bleu_by_hand():
         * math.exp(1 - 9 / 8)
         * math.exp((math.log(7 / 8) + math.log(4 / 7) + math.log(2 / 6) + math.log(1 / 5)) / 4)
     )
-    scores = bleu_scores(hyp, ref, moses_lang="en", compound_split=False)
+    scores = bleu_scores(hyp, ref, moses_lang="en", compound_split=False, sacrebleu_tokenize="13a")
     assert scores["tokenized_bleu"]["score"] == pytest.approx(want, abs=1e-9)
     assert scores["tokenized_bleu"]["hyp_len"] == 8 and scores["tokenized_bleu"]["ref_len"] == 9
 
@@ -130,7 +129,9 @@ def test_tokenized_bleu_by_hand():
 def test_moses_tokenization_reaches_bleu():
     hyp, ref = ["Das ist gut, oder?"], ["Das ist gut , oder ?"]
     assert paper_tokenize(hyp, "de", False) == ["Das ist gut , oder ?"]
-    assert bleu_scores(hyp, ref, moses_lang="de", compound_split=False)["tokenized_bleu"]["score"] == pytest.approx(100)
+    assert bleu_scores(hyp, ref, moses_lang="de", compound_split=False, sacrebleu_tokenize="13a")["tokenized_bleu"][
+        "score"
+    ] == pytest.approx(100)
 
 
 def newstest2014_de():
@@ -143,7 +144,7 @@ def test_real_reference_against_itself_scores_100_and_counts_the_paper_tokens(tm
 
     ref = list(read_lines(path))
     assert len(ref) == 3003  # the full newstest2014, not the 2737-line filtered one
-    scores = bleu_scores(ref, ref, moses_lang="de", compound_split=True)
+    scores = bleu_scores(ref, ref, moses_lang="de", compound_split=True, sacrebleu_tokenize="13a")
     assert scores["sacrebleu"]["score"] == pytest.approx(100) and scores["tokenized_bleu"]["score"] == pytest.approx(
         100
     )
@@ -180,7 +181,7 @@ def test_sacrebleu_equals_its_command_line(tmp_path):
         check=True,
     )
     bleu_cli, chrf_cli = json.loads(cli.stdout)  # with -b, two metrics come as a JSON list
-    ours = bleu_scores(hyp, lines, moses_lang="de", compound_split=True)
+    ours = bleu_scores(hyp, lines, moses_lang="de", compound_split=True, sacrebleu_tokenize="13a")
     assert ours["sacrebleu"]["score"] == pytest.approx(bleu_cli, abs=1e-6)
     assert ours["chrf"]["score"] == pytest.approx(chrf_cli, abs=1e-6)
     assert 0 < ours["sacrebleu"]["score"] < 100

@@ -1,8 +1,11 @@
 """Every bad input a careless user, a flaky server or a broken disk gives a command: exit 2, one
 line on stderr naming the file, key or line and what to do, no traceback, nothing under the final
-output name. One row per case; a bad input found later is added as a row.
+output name. One row per case, in the order of `aiayn.cli.COMMANDS`; a bad input found later is
+added as a row of its command.
 
-The commands run in-process (`aiayn.cli.main`), so a traceback is an exception escaping `main`.
+Each case runs one command in-process (`aiayn.cli.main`, so a traceback is an exception escaping
+`main`), its argv built one way: `cmd(command, option=value, ...)` over that command's usual
+arguments (`USUAL`), a value given as a function of (world, tmp) where it is a path of either.
 """
 
 from __future__ import annotations
@@ -10,16 +13,19 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import random
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import toy
+import yaml
 from conftest import ROOT
 
 from aiayn import cli
-from aiayn.data import binary as encoded
+from aiayn.data import binary
+from aiayn.training.distributed import Env
 from aiayn.training.trainer import RunFiles, Trainer, run
 
 # -- a small world of real inputs, made once -----------------------------------------------------
@@ -27,8 +33,6 @@ WORDS = "the cat sat on a mat and dog ran far away from home to see big red ball
 
 
 def sentences(n: int, seed: int) -> list[str]:
-    import random
-
     rng = random.Random(seed)
     return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9))) for _ in range(n)]
 
@@ -58,42 +62,24 @@ def world(tmp_path_factory) -> Path:
     (w / "b.txt").write_text("\n".join(s.upper() + " xyzzy" for s in sentences(300, 2)) + "\n")
     for name, text in (("spm-a", "a.txt"), ("spm-b", "b.txt")):
         vocab.train([str(w / text)], w / f"{name}.model", model_type="bpe", size=60, input_sentence_size=0)
-    encode_corpus(
-        str(w / "a.txt"), str(w / "a.txt"), str(w / "spm-a.model"), str(w / "spm-a.model"), str(w / "train.bin")
-    )
+    for text, spm, out in (("a.txt", "spm-a", "train.bin"), ("b.txt", "spm-b", "dev-b.bin")):
+        model = str(w / f"{spm}.model")
+        encode_corpus(str(w / text), str(w / text), model, model, str(w / out), log=lambda m: None)
     settings = toy.settings(steps=2)
-    train = encoded.read(w / "train.bin")
+    settings["vocab"]["shared"] = True
     files = RunFiles(w / "checkpoints", w / "model.pt", w / "metrics.jsonl")
-    assert (
-        run(Trainer({**settings, "vocab": {**settings["vocab"], "shared": True}}, train, None, files, _env()), 0) == 0
-    )
-    encode_corpus(
-        str(w / "b.txt"), str(w / "b.txt"), str(w / "spm-b.model"), str(w / "spm-b.model"), str(w / "dev-b.bin")
-    )
+    assert run(Trainer(settings, binary.read(w / "train.bin"), None, files, Env()), 0) == 0
     (w / "empty.txt").write_text("")
     (w / "ref.txt").write_text("the cat sat\n")
     (w / "settings.json").write_text(json.dumps(settings))
     return w
 
 
-def _env():
-    from aiayn.training.distributed import Env
-
-    return Env()
-
-
-@dataclass
-class Case:
-    id: str
-    argv: callable  # (world, tmp) -> argv
-    says: str  # a fragment of the one stderr line
-    out: str | None = None  # an output that must not exist afterwards (relative to tmp)
-
-
-def translate(w, tmp, *extra, model="model.pt", spm="spm-a", input_="a.txt"):
-    return ["translate", "--model", str(w / model), "--input", str(w / input_ if "/" not in input_ else input_),
-            "--spm-src", str(w / f"{spm}.model"), "--spm-tgt", str(w / f"{spm}.model"), "--out", str(tmp / "out.txt"),
-            *extra]  # fmt: skip
+# -- how a case's argv is built ------------------------------------------------------------------------
+SGM = (
+    '<srcset><doc docid="d">\n<seg id="1">one</seg>\n<seg id="2">two</seg>\n<seg id="3">three</seg>\n</doc></srcset>\n'
+)
+SPEC = {"src": "dev.xx.sgm", "tgt": "dev.yy.sgm"}
 
 
 def write(tmp: Path, name: str, data: bytes | str) -> Path:
@@ -102,422 +88,30 @@ def write(tmp: Path, name: str, data: bytes | str) -> Path:
     return path
 
 
-GRID = ["--interval", "1", "--final-step", "2"]
-
-CASES = [
-    # -- translate ---------------------------------------------------------------------------------
-    Case(
-        "translate: vocabularies of another dataset",
-        lambda w, t: translate(w, t, spm="spm-b"),
-        "spm-b.model is not the source vocabulary",
-        "out.txt",
-    ),
-    Case(
-        "translate: beam 0",
-        lambda w, t: translate(w, t, "--decode", '{"beam": 0}'),
-        "--decode: beam must be a whole number >= 1",
-        "out.txt",
-    ),
-    Case(
-        "translate: alpha a string",
-        lambda w, t: translate(w, t, "--decode", '{"alpha": "x"}'),
-        "--decode: alpha must be a number",
-        "out.txt",
-    ),
-    Case(
-        "translate: unknown decode key",
-        lambda w, t: translate(w, t, "--decode", '{"beem": 4}'),
-        "--decode: unknown key 'beem'",
-        "out.txt",
-    ),
-    Case(
-        "translate: decode not JSON",
-        lambda w, t: translate(w, t, "--decode", "{beam: 4"),
-        "--decode is not valid JSON",
-        "out.txt",
-    ),
-    Case(
-        "translate: missing model",
-        lambda w, t: translate(w, t, model="nope.pt"),
-        "nope.pt: checkpoint not found",
-        "out.txt",
-    ),
-    Case(
-        "translate: model not a checkpoint",
-        lambda w, t: translate(w, t, model="a.txt"),
-        "a.txt: not a readable checkpoint",
-        "out.txt",
-    ),
-    Case("translate: missing input", lambda w, t: translate(w, t, input_=str(t / "none.txt")), "none.txt", "out.txt"),
-    Case(
-        "translate: input not UTF-8",
-        lambda w, t: translate(w, t, input_=str(write(t, "x.txt", b"ok\n\xff\xfe\n"))),
-        "x.txt, line 2: not valid UTF-8",
-        "out.txt",
-    ),
-    Case("translate: nbest 0", lambda w, t: translate(w, t, "--nbest", "0"), "--nbest must be >= 1", "out.txt"),
-    Case(
-        "translate: batch tokens 0",
-        lambda w, t: translate(w, t, "--batch-tokens", "0"),
-        "--batch-tokens must be >= 1",
-        "out.txt",
-    ),
-    # -- score -------------------------------------------------------------------------------------
-    Case(
-        "score: two empty files",
-        lambda w, t: [
-            "score",
-            "--hyp",
-            str(w / "empty.txt"),
-            "--ref",
-            str(w / "empty.txt"),
-            "--out",
-            str(t / "s.json"),
-        ],
-        "empty.txt: no lines to score",
-        "s.json",
-    ),
-    Case(
-        "score: line counts differ",
-        lambda w, t: ["score", "--hyp", str(w / "a.txt"), "--ref", str(w / "ref.txt"), "--out", str(t / "s.json")],
-        "lines",
-        "s.json",
-    ),
-    Case(
-        "score: missing hypothesis",
-        lambda w, t: ["score", "--hyp", str(t / "no.txt"), "--ref", str(w / "ref.txt"), "--out", str(t / "s.json")],
-        "no.txt",
-        "s.json",
-    ),
-    Case(
-        "score: scoring not JSON",
-        lambda w, t: [
-            "score",
-            "--hyp",
-            str(w / "ref.txt"),
-            "--ref",
-            str(w / "ref.txt"),
-            "--scoring",
-            "[",
-            "--out",
-            str(t / "s.json"),
-        ],
-        "--scoring is not valid JSON",
-        "s.json",
-    ),
-    # -- evalb -------------------------------------------------------------------------------------
-    Case(
-        "evalb: two empty files",
-        lambda w, t: ["evalb", str(w / "empty.txt"), str(w / "empty.txt")],
-        "empty.txt: no trees to score",
-    ),
-    Case("evalb: missing gold", lambda w, t: ["evalb", str(t / "gold.txt"), str(w / "empty.txt")], "gold.txt"),
-    # -- average -----------------------------------------------------------------------------------
-    Case(
-        "average: --last 0",
-        lambda w, t: [
-            "average",
-            "--checkpoints",
-            str(w / "checkpoints"),
-            "--last",
-            "0",
-            *GRID,
-            "--out",
-            str(t / "avg.pt"),
-        ],
-        "checkpoints to average must be at least 1",
-        "avg.pt",
-    ),
-    Case(
-        "average: --last -1",
-        lambda w, t: [
-            "average",
-            "--checkpoints",
-            str(w / "checkpoints"),
-            "--last",
-            "-1",
-            *GRID,
-            "--out",
-            str(t / "avg.pt"),
-        ],
-        "checkpoints to average must be at least 1",
-        "avg.pt",
-    ),
-    Case(
-        "average: empty folder",
-        lambda w, t: ["average", "--checkpoints", str(t), "--last", "2", *GRID, "--out", str(t / "avg.pt")],
-        "0 step checkpoint(s) every 1 updates, 2 are to be averaged",
-        "avg.pt",
-    ),
-    # -- train -------------------------------------------------------------------------------------
-    Case(
-        "train: settings lacking keys",
-        lambda w, t: [
-            "train",
-            "--settings",
-            str(write(t, "s.json", '{"name": "x"}')),
-            "--train",
-            str(w / "train.bin"),
-            "--checkpoints",
-            str(t / "c"),
-            "--out",
-            str(t / "last.pt"),
-        ],
-        "s.json: the settings lack model, train, vocab",
-        "last.pt",
-    ),
-    Case(
-        "train: settings not JSON",
-        lambda w, t: [
-            "train",
-            "--settings",
-            str(write(t, "s.json", "{")),
-            "--train",
-            str(w / "train.bin"),
-            "--checkpoints",
-            str(t / "c"),
-            "--out",
-            str(t / "last.pt"),
-        ],
-        "s.json is not valid JSON",
-        "last.pt",
-    ),
-    Case(
-        "train: training data not a corpus",
-        lambda w, t: [
-            "train",
-            "--settings",
-            str(w / "settings.json"),
-            "--train",
-            str(w / "a.txt"),
-            "--checkpoints",
-            str(t / "c"),
-            "--out",
-            str(t / "last.pt"),
-        ],
-        "a.txt: not an encoded corpus",
-        "last.pt",
-    ),
-    Case(
-        "train: vocabulary not the data's",
-        lambda w, t: [
-            "train",
-            "--settings",
-            str(w / "settings.json"),
-            "--train",
-            str(w / "train.bin"),
-            "--spm-src",
-            str(w / "spm-b.model"),
-            "--checkpoints",
-            str(t / "c"),
-            "--out",
-            str(t / "last.pt"),
-        ],
-        "spm-b.model is not the src vocabulary",
-        "last.pt",
-    ),
-    # -- encode ------------------------------------------------------------------------------------
-    Case(
-        "encode: a line not UTF-8",
-        lambda w, t: [
-            "encode",
-            "--src",
-            str(write(t, "x.src", b"ok\nbad \xff\n")),
-            "--tgt",
-            str(write(t, "x.tgt", "ok\nfine\n")),
-            "--spm-src",
-            str(w / "spm-a.model"),
-            "--spm-tgt",
-            str(w / "spm-a.model"),
-            "--out",
-            str(t / "x.bin"),
-        ],
-        "x.src, line 2: not valid UTF-8",
-        "x.bin",
-    ),
-    Case(
-        "encode: sides of different length",
-        lambda w, t: [
-            "encode",
-            "--src",
-            str(write(t, "x.src", "a\nb\n")),
-            "--tgt",
-            str(write(t, "x.tgt", "a\n")),
-            "--spm-src",
-            str(w / "spm-a.model"),
-            "--spm-tgt",
-            str(w / "spm-a.model"),
-            "--out",
-            str(t / "x.bin"),
-        ],
-        "the two must align",
-        "x.bin",
-    ),
-    Case(
-        "encode: missing vocabulary",
-        lambda w, t: [
-            "encode",
-            "--src",
-            str(w / "a.txt"),
-            "--tgt",
-            str(w / "a.txt"),
-            "--spm-src",
-            str(t / "none.model"),
-            "--spm-tgt",
-            str(w / "spm-a.model"),
-            "--out",
-            str(t / "x.bin"),
-        ],
-        "none.model",
-        "x.bin",
-    ),
-    Case(
-        "encode: vocabulary not a model",
-        lambda w, t: [
-            "encode",
-            "--src",
-            str(w / "a.txt"),
-            "--tgt",
-            str(w / "a.txt"),
-            "--spm-src",
-            str(w / "a.txt"),
-            "--spm-tgt",
-            str(w / "spm-a.model"),
-            "--out",
-            str(t / "x.bin"),
-        ],
-        "a.txt: not a sentencepiece model",
-        "x.bin",
-    ),
-    # -- generate ----------------------------------------------------------------------------------
-    Case(
-        "generate: unknown kind",
-        lambda w, t: ["generate", "--spec", '{"kind": "nonsense", "sizes": {}}', "--out", str(t / "g.tgz")],
-        "--spec: kind must be 'translation' or 'treebank'",
-        "g.tgz",
-    ),
-    Case(
-        "generate: no sizes",
-        lambda w, t: ["generate", "--spec", '{"kind": "translation"}', "--out", str(t / "g.tgz")],
-        "--spec: sizes",
-        "g.tgz",
-    ),
-    # -- prepare-eval (archives, SGML) -------------------------------------------------------------
-]
+def dev_archive(members: dict[str, bytes], links: dict[str, str] | None = None):
+    """A --archive value: a dev archive of `members` made in the case's folder."""
+    return lambda w, t: make_tar(t / "dev.tgz", members, links)
 
 
-def prepare_eval(w, t, members: dict[str, bytes], spec: dict, links=None):
-    archive = make_tar(t / "dev.tgz", members, links)
-    return ["prepare-eval", "--spec", json.dumps(spec), "--name", "dev", "--archive", str(archive),
-            "--src", str(t / "dev.src"), "--tgt", str(t / "dev.tgt")]  # fmt: skip
+def train_archive(members: dict[str, bytes]):
+    """A --archives value of prepare: archive "a" of `members`."""
+    return lambda w, t: json.dumps({"a": str(make_tar(t / "a.tgz", members))})
 
 
-SGM = (
-    '<srcset><doc docid="d">\n<seg id="1">one</seg>\n<seg id="2">two</seg>\n<seg id="3">three</seg>\n</doc></srcset>\n'
-)
-SPEC = {"src": "dev.xx.sgm", "tgt": "dev.yy.sgm"}
-CASES += [
-    Case(
-        "prepare-eval: </seg> missing on both sides",
-        lambda w, t: prepare_eval(w, t, {n: SGM.replace("two</seg>", "two").encode() for n in SPEC.values()}, SPEC),
-        'dev.xx.sgm: segment 2 (<seg id="2">) has no </seg>',
-        "dev.src",
-    ),
-    Case(
-        "prepare-eval: </seg> missing on one side",
-        lambda w, t: prepare_eval(
-            w, t, {"dev.xx.sgm": SGM.encode(), "dev.yy.sgm": SGM.replace("two</seg>", "two").encode()}, SPEC
-        ),  # noqa: E501
-        'dev.yy.sgm: segment 2 (<seg id="2">) has no </seg>',
-        "dev.src",
-    ),
-    Case(
-        "prepare-eval: a member is a link",
-        lambda w, t: prepare_eval(w, t, {"dev.xx.sgm": SGM.encode()}, SPEC, links={"dev.yy.sgm": "dev.xx.sgm"}),
-        "member dev.yy.sgm is a link; links are refused",
-        "dev.src",
-    ),
-    Case(
-        "prepare-eval: a .gz member that is not gzip",
-        lambda w, t: prepare_eval(
-            w, t, {"d.xx.gz": b"plain text\n", "d.yy.gz": gzip.compress(b"x\n")}, {"src": "d.xx.gz", "tgt": "d.yy.gz"}
-        ),
-        "d.xx.gz: not a gzip file",
-        "dev.src",
-    ),
-    Case(
-        "prepare-eval: archive not a tar",
-        lambda w, t: [
-            "prepare-eval",
-            "--spec",
-            json.dumps(SPEC),
-            "--name",
-            "dev",
-            "--archive",
-            str(w / "a.txt"),
-            "--src",
-            str(t / "dev.src"),
-            "--tgt",
-            str(t / "dev.tgt"),
-        ],
-        "a.txt: not a readable archive",
-        "dev.src",
-    ),
-    Case(
-        "prepare-eval: member missing",
-        lambda w, t: prepare_eval(w, t, {"dev.xx.sgm": SGM.encode()}, SPEC),
-        "has no member dev.yy.sgm",
-        "dev.src",
-    ),
-]
+def config_file(mutate=None, text: str | None = None):
+    """A --config value: the project's config.yaml changed by `mutate` (or replaced by `text`)."""
 
-
-def config_text(w: Path, t: Path, mutate=None, text: str | None = None) -> Path:
-    """The project's config.yaml, changed by `mutate` (or replaced by `text`), written to t/config.yaml."""
-    import yaml
-
-    path = t / "config.yaml"
-    if text is not None:
-        path.write_text(text)
+    def make(w, t):
+        path = t / "config.yaml"
+        if text is not None:
+            path.write_text(text)
+            return path
+        config = yaml.safe_load((ROOT / "config.yaml").read_text())
+        mutate(config)
+        path.write_text(yaml.safe_dump(config))
         return path
-    config = yaml.safe_load((ROOT / "config.yaml").read_text())
-    mutate(config)
-    path.write_text(yaml.safe_dump(config))
-    return path
 
-
-def tables(w, t, *extra):
-    return ["tables", "--table", "2", "--results", str(t / "results"), "--out-md", str(t / "t.md"), *extra]
-
-
-def corrupt_score(w, t, text='{"tokenized_bleu": '):
-    (t / "results" / "base").mkdir(parents=True)
-    (t / "results" / "base" / "newstest2014.score.json").write_text(text)
-    spec = [{"name": "base", "row": "base", "dataset": "d", "testset": "newstest2014", "model": {}, "steps": 10,
-             "average": 1, "paper": {}, "preset": "base", "task": "translation", "train": {}}]  # fmt: skip
-    return tables(w, t, "--experiments", json.dumps(spec))
-
-
-def prepare(w, t, corpora='[{"archive": "a", "src": "x", "tgt": "y"}]', archives=None, cleaning=None):
-    archives = archives or json.dumps({"a": str(make_tar(t / "a.tgz", {"x": b"one\n", "y": b"eins\n"}))})
-    return ["prepare", "--corpora", corpora, "--archives", archives, "--src", str(t / "train.src"),
-            "--tgt", str(t / "train.tgt"), "--report", str(t / "report.json"),
-            *(["--cleaning", cleaning] if cleaning else [])]  # fmt: skip
-
-
-def vocab_cmd(w, t, spec='{"model_type": "bpe", "size": 40, "shared": true, "input_sentence_size": 0}', src=None):
-    return ["vocab", "--vocab", spec, "--train-src", str(src or w / "a.txt"), "--train-tgt", str(w / "a.txt"),
-            "--out-src", str(t / "spm.src.model"), "--out-tgt", str(t / "spm.tgt.model")]  # fmt: skip
-
-
-def treebank(w, t, dataset):
-    return ["prepare-treebank", "--dataset", json.dumps(dataset), "--split", "train", "--src", str(t / "w.src"),
-            "--tgt", str(t / "w.tgt"), "--gold", str(t / "w.gold")]  # fmt: skip
-
-
-def select(w, t, candidates):
-    return ["select", "--candidates", candidates, "--out-model", str(t / "last.pt"),
-            "--out-metrics", str(t / "m.jsonl"), "--record", str(t / "selected.json")]  # fmt: skip
+    return make
 
 
 def set_key(path: str, value):
@@ -531,437 +125,567 @@ def set_key(path: str, value):
     return mutate
 
 
-CASES += [
-    # -- config (read by tables --config and params --config) --------------------------------------
+def score_file(text: str):
+    """A --experiments value of tables whose one experiment's score file holds `text`."""
+
+    def make(w, t):
+        (t / "results" / "base").mkdir(parents=True)
+        (t / "results" / "base" / "newstest2014.score.json").write_text(text)
+        spec = {k: {} for k in ("model", "paper", "scoring", "train", "decode")}
+        spec.update(name="base", row="base", dataset="d", testset="newstest2014", eps_ls=0.1, steps=10, average=1,
+                    preset="base", task="translation", pair=["en", "de"])  # fmt: skip
+        return json.dumps([spec])
+
+    return make
+
+
+def candidate(score: str):
+    return lambda w, t: json.dumps(
+        [
+            {
+                "name": "c1",
+                "setting": {},
+                "score": str(t / score),
+                "model": str(w / "model.pt"),
+                "metrics": str(w / "metrics.jsonl"),
+            }
+        ]  # fmt: skip
+    )
+
+
+def figures_metrics(text: str):
+    return lambda w, t: write(t, "m.jsonl", text)
+
+
+# each command's usual arguments (a value: a string, or a function of (world, tmp)); None: left out
+USUAL = {
+    "resolve": {"settings": "{}", "out": lambda w, t: t / "e.json"},
+    "download": {"url": lambda w, t: f"file://{w}/a.txt", "sha256": "0" * 64, "out": lambda w, t: t / "d.tgz"},
+    "generate": {"spec": '{"kind": "translation", "sizes": {"train": 1}}', "out": lambda w, t: t / "g.tgz"},
+    "prepare": {
+        "corpora": '[{"archive": "a", "src": "x", "tgt": "y"}]',
+        "archives": train_archive({"x": b"one\n", "y": b"eins\n"}),
+        "src": lambda w, t: t / "train.src",
+        "tgt": lambda w, t: t / "train.tgt",
+        "report": lambda w, t: t / "report.json",
+    },
+    "prepare-eval": {
+        "spec": json.dumps(SPEC),
+        "name": "dev",
+        "archive": dev_archive({n: SGM.encode() for n in SPEC.values()}),
+        "src": lambda w, t: t / "dev.src",
+        "tgt": lambda w, t: t / "dev.tgt",
+    },
+    "prepare-treebank": {
+        "dataset": json.dumps({"task": "parsing", "treebank": None, "train_sections": ["02"]}),
+        "split": "train",
+        "src": lambda w, t: t / "w.src",
+        "tgt": lambda w, t: t / "w.tgt",
+        "gold": lambda w, t: t / "w.gold",
+    },
+    "vocab": {
+        "vocab": '{"model_type": "bpe", "size": 40, "shared": true, "input_sentence_size": 0}',
+        "train_src": lambda w, t: w / "a.txt",
+        "train_tgt": lambda w, t: w / "a.txt",
+        "out_src": lambda w, t: t / "spm.src.model",
+        "out_tgt": lambda w, t: t / "spm.tgt.model",
+    },
+    "encode": {
+        "src": lambda w, t: w / "a.txt",
+        "tgt": lambda w, t: w / "a.txt",
+        "spm_src": lambda w, t: w / "spm-a.model",
+        "spm_tgt": lambda w, t: w / "spm-a.model",
+        "out": lambda w, t: t / "x.bin",
+    },
+    "train": {
+        "settings": lambda w, t: w / "settings.json",
+        "train": lambda w, t: w / "train.bin",
+        "checkpoints": lambda w, t: t / "c",
+        "out": lambda w, t: t / "last.pt",
+    },
+    "average": {
+        "checkpoints": lambda w, t: w / "checkpoints",
+        "last": "2",
+        "interval": "1",
+        "final_step": "2",
+        "out": lambda w, t: t / "avg.pt",
+    },
+    "select": {
+        "candidates": candidate("c1.json"),
+        "out_model": lambda w, t: t / "last.pt",
+        "out_metrics": lambda w, t: t / "m.jsonl",
+        "record": lambda w, t: t / "selected.json",
+    },
+    "translate": {
+        "model": lambda w, t: w / "model.pt",
+        "input": lambda w, t: w / "a.txt",
+        "spm_src": lambda w, t: w / "spm-a.model",
+        "spm_tgt": lambda w, t: w / "spm-a.model",
+        "out": lambda w, t: t / "out.txt",
+    },
+    "score": {"hyp": lambda w, t: w / "ref.txt", "ref": lambda w, t: w / "ref.txt", "out": lambda w, t: t / "s.json"},
+    "tables": {
+        "table": "2",
+        "results": lambda w, t: t / "results",
+        "out_md": lambda w, t: t / "t.md",
+    },
+    "figures": {
+        "name": "x",
+        "metrics": lambda w, t: w / "metrics.jsonl",
+        "model": lambda w, t: w / "model.pt",
+        "spm_src": lambda w, t: w / "spm-a.model",
+        "dev_src": lambda w, t: w / "a.txt",
+        "curves": lambda w, t: t / "c.png",
+        "lr_plot": lambda w, t: t / "lr.png",
+        "attention": lambda w, t: t / "a.png",
+    },
+    "evalb": {"gold": lambda w, t: w / "ref.txt", "test": lambda w, t: w / "ref.txt"},
+    "params": {"config": str(ROOT / "config.yaml")},
+}
+POSITIONAL = {"evalb": ("gold", "test")}
+
+
+def cmd(command: str, **options):
+    """The argv of `command`: its USUAL arguments with `options` over them (None drops one)."""
+
+    def argv(w: Path, t: Path) -> list[str]:
+        values = {**USUAL.get(command, {}), **options}
+        out = [command]
+        for key, value in values.items():
+            value = value(w, t) if callable(value) else value
+            if value is None:
+                continue
+            out += [str(value)] if key in POSITIONAL.get(command, ()) else [f"--{key.replace('_', '-')}", str(value)]
+        return out
+
+    return argv
+
+
+@dataclass
+class Case:
+    id: str
+    argv: callable  # (world, tmp) -> argv
+    says: str  # a fragment of the one stderr line
+    out: str | None = None  # an output that must not exist afterwards (relative to tmp)
+
+
+CASES = [
+    # -- resolve -------------------------------------------------------------------------------------
+    Case("resolve: settings not JSON", cmd("resolve", settings="{"), "--settings is not valid JSON", "e.json"),
+    # -- download ------------------------------------------------------------------------------------
     Case(
-        "config: YAML syntax error",
-        lambda w, t: ["params", "--config", str(config_text(w, t, text="a: [1, 2\nb: 3\n"))],
-        "config.yaml, line 2, column 2: not valid YAML",
+        "download: missing mirror file",
+        cmd("download", url=lambda w, t: f"file://{t}/none.tgz"),
+        "none.tgz: not found",
+        "d.tgz",
     ),
+    Case("download: wrong checksum", cmd("download"), "config.yaml expects 0000", "d.tgz"),
+    Case("download: wrong size", cmd("download", size="5"), "config.yaml expects 5", "d.tgz"),
     Case(
-        "config: not a mapping",
-        lambda w, t: ["params", "--config", str(config_text(w, t, text="- a\n- b\n"))],
-        "expected a mapping of settings at the top level",
+        "download: unreachable server",
+        cmd("download", url="http://127.0.0.1:9/x.tgz", retries="0", wait="0"),
+        "download failed after 1 attempts",
+        "d.tgz",
     ),
+    # -- generate ------------------------------------------------------------------------------------
     Case(
-        "config: missing file",
-        lambda w, t: ["params", "--config", str(t / "nope.yaml")],
-        "nope.yaml: config file not found",
+        "generate: unknown kind",
+        cmd("generate", spec='{"kind": "nonsense", "sizes": {"train": 1}}'),
+        "--spec: kind: 'nonsense' is not one of ['translation', 'treebank']",
+        "g.tgz",
     ),
-    Case(
-        "config: unknown top-level key",
-        lambda w, t: ["params", "--config", str(config_text(w, t, set_key("trainnig", {})))],
-        "trainnig",
-    ),
-    Case(
-        "config: misspelt training key",
-        lambda w, t: ["params", "--config", str(config_text(w, t, set_key("training.warmup", 4000)))],
-        "warmup",
-    ),
-    Case(
-        "config: steps a string",
-        lambda w, t: ["params", "--config", str(config_text(w, t, set_key("training.steps", "many")))],
-        "training.steps",
-    ),
-    Case(
-        "config: unknown preset",
-        lambda w, t: ["params", "--config", str(config_text(w, t, set_key("experiments.base-en-de.preset", "huge")))],
-        "huge",
-    ),
-    Case(
-        "config: unknown dataset",
-        lambda w, t: ["params", "--config", str(config_text(w, t, set_key("experiments.base-en-de.dataset", "wmt99")))],
-        "wmt99",
-    ),
-    Case(
-        "config: archive without sha256",
-        lambda w, t: [
-            "params",
-            "--config",
-            str(config_text(w, t, set_key("archives.europarl-v7", {"url": "http://h/x.tgz"}))),
-        ],
-        "archives.europarl-v7: needs url and sha256",
-    ),
-    Case(
-        "config: table 5",
-        lambda w, t: ["params", "--config", str(config_text(w, t, set_key("experiments.base-en-de.tables", [5])))],
-        "tables",
-    ),
-    Case(
-        "config: odd d_model with sinusoids",
-        lambda w, t: [
-            "params",
-            "--config",
-            str(config_text(w, t, set_key("experiments.base-en-de.model", {"d_model": 511}))),
-        ],
-        "d_model",
-    ),
-    Case(
-        "config: averaging more than kept",
-        lambda w, t: ["params", "--config", str(config_text(w, t, set_key("experiments.big-en-de.average", 50)))],
-        "keep at least as many",
-    ),
-    Case(
-        "config: tables --config with a syntax error",
-        lambda w, t: ["tables", "--table", "2", "--config", str(config_text(w, t, text="results: [\n"))],
-        "config.yaml, line 2, column 1: not valid YAML",
-    ),
-    Case(
-        "config: params of an unknown experiment",
-        lambda w, t: ["params", "--experiment", "base-en-xx", "--config", str(ROOT / "config.yaml")],
-        "base-en-xx",
-    ),
-    # -- tables ------------------------------------------------------------------------------------
-    Case("tables: a corrupt score file", corrupt_score, "newstest2014.score.json: not a readable record", "t.md"),
-    Case(
-        "tables: a score file of another kind",
-        lambda w, t: corrupt_score(w, t, "[1, 2]"),
-        "newstest2014.score.json: not a record of this pipeline",
-        "t.md",
-    ),
-    Case(
-        "tables: experiments lacking keys",
-        lambda w, t: tables(w, t, "--experiments", '[{"name": "base"}]'),
-        "--experiments: experiment base lacks row, dataset, testset",
-        "t.md",
-    ),
-    Case(
-        "tables: experiments not a list",
-        lambda w, t: tables(w, t, "--experiments", '{"name": "base"}'),
-        "--experiments: expected a JSON list",
-        "t.md",
-    ),
-    Case("tables: neither experiments nor config", lambda w, t: tables(w, t), "give --experiments", "t.md"),
-    Case("tables: table 5", lambda w, t: ["tables", "--table", "5"], "invalid choice: 5"),
-    # -- prepare -----------------------------------------------------------------------------------
-    Case(
-        "prepare: corpora not JSON", lambda w, t: prepare(w, t, corpora="["), "--corpora is not valid JSON", "train.src"
-    ),
+    Case("generate: no sizes", cmd("generate", spec='{"kind": "translation"}'), "--spec: sizes", "g.tgz"),
+    # -- prepare -------------------------------------------------------------------------------------
+    Case("prepare: corpora not JSON", cmd("prepare", corpora="["), "--corpora is not valid JSON", "train.src"),
     Case(
         "prepare: archive missing",
-        lambda w, t: prepare(w, t, archives=json.dumps({"a": str(t / "none.tgz")})),
+        cmd("prepare", archives=lambda w, t: json.dumps({"a": str(t / "none.tgz")})),
         "none.tgz",
         "train.src",
     ),
     Case(
         "prepare: member missing",
-        lambda w, t: prepare(w, t, corpora='[{"archive": "a", "src": "x", "tgt": "z"}]'),
+        cmd("prepare", corpora='[{"archive": "a", "src": "x", "tgt": "z"}]'),
         "has no member z",
         "train.src",
     ),
     Case(
         "prepare: unknown archive name",
-        lambda w, t: prepare(w, t, corpora='[{"archive": "b", "src": "x", "tgt": "y"}]'),
+        cmd("prepare", corpora='[{"archive": "b", "src": "x", "tgt": "y"}]'),
         "'b'",
         "train.src",
     ),
     Case(
         "prepare: an archive member not UTF-8",
-        lambda w, t: prepare(
-            w, t, archives=json.dumps({"a": str(make_tar(t / "a.tgz", {"x": b"one\n\xff\n", "y": b"eins\nzwei\n"}))})
-        ),
+        cmd("prepare", archives=train_archive({"x": b"one\n\xff\n", "y": b"eins\nzwei\n"})),
         "x, line 2: not valid UTF-8",
         "train.src",
     ),
     Case(
         "prepare: sides misaligned",
-        lambda w, t: prepare(
-            w, t, archives=json.dumps({"a": str(make_tar(t / "a.tgz", {"x": b"one\ntwo\n", "y": b"eins\n"}))})
-        ),
+        cmd("prepare", archives=train_archive({"x": b"one\ntwo\n", "y": b"eins\n"})),
         "misaligned",
         "train.src",
     ),
-    Case(
-        "prepare: cleaning not JSON",
-        lambda w, t: prepare(w, t, cleaning="{"),
-        "--cleaning is not valid JSON",
-        "train.src",
-    ),
+    Case("prepare: cleaning not JSON", cmd("prepare", cleaning="{"), "--cleaning is not valid JSON", "train.src"),
     Case(
         "prepare: an archive with an unsafe member",
-        lambda w, t: prepare(
-            w, t, archives=json.dumps({"a": str(make_tar(t / "a.tgz", {"x": b"1\n", "y": b"1\n", "../evil": b"x"}))})
-        ),
+        cmd("prepare", archives=train_archive({"x": b"1\n", "y": b"1\n", "../evil": b"x"})),
         "is unsafe",
         "train.src",
     ),
-    # -- vocab -------------------------------------------------------------------------------------
-    Case("vocab: spec not JSON", lambda w, t: vocab_cmd(w, t, spec="{"), "--vocab is not valid JSON", "spm.src.model"),
-    Case("vocab: missing training text", lambda w, t: vocab_cmd(w, t, src=t / "none.txt"), "none.txt", "spm.src.model"),
-    Case("vocab: empty training text", lambda w, t: vocab_cmd(w, t, src=w / "empty.txt"), "empty.txt", "spm.src.model"),
-    # -- prepare-treebank --------------------------------------------------------------------------
+    # -- prepare-eval (archives, SGML) -----------------------------------------------------------------
     Case(
-        "prepare-treebank: no treebank set",
-        lambda w, t: treebank(w, t, {"task": "parsing", "treebank": None, "train_sections": ["02"]}),
-        "treebank is not set",
-        "w.src",
+        "prepare-eval: </seg> missing on both sides",
+        cmd("prepare-eval", archive=dev_archive({n: SGM.replace("two</seg>", "two").encode() for n in SPEC.values()})),
+        'dev.xx.sgm: segment 2 (<seg id="2">) has no </seg>',
+        "dev.src",
     ),
     Case(
+        "prepare-eval: </seg> missing on one side",
+        cmd(
+            "prepare-eval",
+            archive=dev_archive({"dev.xx.sgm": SGM.encode(), "dev.yy.sgm": SGM.replace("two</seg>", "two").encode()}),
+        ),
+        'dev.yy.sgm: segment 2 (<seg id="2">) has no </seg>',
+        "dev.src",
+    ),
+    Case(
+        "prepare-eval: a member is a link",
+        cmd("prepare-eval", archive=dev_archive({"dev.xx.sgm": SGM.encode()}, links={"dev.yy.sgm": "dev.xx.sgm"})),
+        "member dev.yy.sgm is a link; links are refused",
+        "dev.src",
+    ),
+    Case(
+        "prepare-eval: a .gz member that is not gzip",
+        cmd(
+            "prepare-eval",
+            spec=json.dumps({"src": "d.xx.gz", "tgt": "d.yy.gz"}),
+            archive=dev_archive({"d.xx.gz": b"plain text\n", "d.yy.gz": gzip.compress(b"x\n")}),
+        ),
+        "d.xx.gz: not a gzip file",
+        "dev.src",
+    ),
+    Case(
+        "prepare-eval: archive not a tar",
+        cmd("prepare-eval", archive=lambda w, t: w / "a.txt"),
+        "a.txt: not a readable archive",
+        "dev.src",
+    ),
+    Case(
+        "prepare-eval: member missing",
+        cmd("prepare-eval", archive=dev_archive({"dev.xx.sgm": SGM.encode()})),
+        "has no member dev.yy.sgm",
+        "dev.src",
+    ),
+    Case("prepare-eval: spec not JSON", cmd("prepare-eval", spec="{"), "--spec is not valid JSON", "dev.src"),
+    Case(
+        "prepare-eval: archive missing",
+        cmd("prepare-eval", archive=lambda w, t: t / "none.tgz"),
+        "none.tgz",
+        "dev.src",
+    ),
+    # -- prepare-treebank ------------------------------------------------------------------------------
+    Case("prepare-treebank: no treebank set", cmd("prepare-treebank"), "treebank is not set", "w.src"),
+    Case(
         "prepare-treebank: treebank folder missing",
-        lambda w, t: treebank(w, t, {"task": "parsing", "treebank": str(t / "ptb"), "train_sections": ["02"]}),
+        cmd(
+            "prepare-treebank",
+            dataset=lambda w, t: json.dumps({"task": "parsing", "treebank": str(t / "ptb"), "train_sections": ["02"]}),
+        ),
         "ptb",
         "w.src",
     ),
     Case(
         "prepare-treebank: dataset not JSON",
-        lambda w, t: [
-            "prepare-treebank",
-            "--dataset",
-            "{",
-            "--split",
-            "train",
-            "--src",
-            str(t / "w.src"),
-            "--tgt",
-            str(t / "w.tgt"),
-            "--gold",
-            str(t / "w.gold"),
-        ],
+        cmd("prepare-treebank", dataset="{"),
         "--dataset is not valid JSON",
         "w.src",
     ),
-    # -- resolve, select, download, figures ---------------------------------------------------------
+    # -- vocab ---------------------------------------------------------------------------------------
+    Case("vocab: spec not JSON", cmd("vocab", vocab="{"), "--vocab is not valid JSON", "spm.src.model"),
     Case(
-        "resolve: settings not JSON",
-        lambda w, t: ["resolve", "--settings", "{", "--out", str(t / "e.json")],
-        "--settings is not valid JSON",
-        "e.json",
+        "vocab: missing training text",
+        cmd("vocab", train_src=lambda w, t: t / "none.txt"),
+        "none.txt",
+        "spm.src.model",
     ),
-    Case("select: candidates not JSON", lambda w, t: select(w, t, "{"), "--candidates is not valid JSON", "last.pt"),
     Case(
-        "select: a candidate's score missing",
-        lambda w, t: select(
-            w,
-            t,
-            json.dumps(
-                [
-                    {
-                        "name": "c1",
-                        "setting": {},
-                        "score": str(t / "c1.json"),
-                        "model": str(w / "model.pt"),
-                        "metrics": str(w / "metrics.jsonl"),
-                    }
-                ]
-            ),
+        "vocab: empty training text",
+        cmd("vocab", train_src=lambda w, t: w / "empty.txt"),
+        "empty.txt",
+        "spm.src.model",
+    ),
+    # -- encode --------------------------------------------------------------------------------------
+    Case(
+        "encode: a line not UTF-8",
+        cmd(
+            "encode",
+            src=lambda w, t: write(t, "x.src", b"ok\nbad \xff\n"),
+            tgt=lambda w, t: write(t, "x.tgt", "ok\nfine\n"),
         ),
-        "c1.json",
+        "x.src, line 2: not valid UTF-8",
+        "x.bin",
+    ),
+    Case(
+        "encode: sides of different length",
+        cmd("encode", src=lambda w, t: write(t, "x.src", "a\nb\n"), tgt=lambda w, t: write(t, "x.tgt", "a\n")),
+        "the two must align",
+        "x.bin",
+    ),
+    Case("encode: missing vocabulary", cmd("encode", spm_src=lambda w, t: t / "none.model"), "none.model", "x.bin"),
+    Case(
+        "encode: vocabulary not a model",
+        cmd("encode", spm_src=lambda w, t: w / "a.txt"),
+        "a.txt: not a sentencepiece model",
+        "x.bin",
+    ),
+    # -- train ---------------------------------------------------------------------------------------
+    Case(
+        "train: settings lacking keys",
+        cmd("train", settings=lambda w, t: write(t, "s.json", '{"name": "x"}')),
+        "s.json: the settings lack preset, dataset, task, model, train, vocab",
         "last.pt",
     ),
     Case(
-        "download: missing mirror file",
-        lambda w, t: ["download", "--url", f"file://{t}/none.tgz", "--sha256", "0" * 64, "--out", str(t / "d.tgz")],
-        "none.tgz: not found",
-        "d.tgz",
-    ),
-    Case(
-        "download: wrong checksum",
-        lambda w, t: ["download", "--url", f"file://{w}/a.txt", "--sha256", "0" * 64, "--out", str(t / "d.tgz")],
-        "config.yaml expects 0000",
-        "d.tgz",
-    ),
-    Case(
-        "download: wrong size",
-        lambda w, t: [
-            "download",
-            "--url",
-            f"file://{w}/a.txt",
-            "--sha256",
-            "0" * 64,
-            "--size",
-            "5",
-            "--out",
-            str(t / "d.tgz"),
-        ],
-        "config.yaml expects 5",
-        "d.tgz",
-    ),
-    Case(
-        "download: unreachable server",
-        lambda w, t: [
-            "download",
-            "--url",
-            "http://127.0.0.1:9/x.tgz",
-            "--sha256",
-            "0" * 64,
-            "--retries",
-            "0",
-            "--wait",
-            "0",
-            "--out",
-            str(t / "d.tgz"),
-        ],
-        "download failed after 1 attempts",
-        "d.tgz",
-    ),
-    Case(
-        "figures: metrics missing",
-        lambda w, t: [
-            "figures",
-            "--name",
-            "x",
-            "--metrics",
-            str(t / "m.jsonl"),
-            "--model",
-            str(w / "model.pt"),
-            "--spm-src",
-            str(w / "spm-a.model"),
-            "--dev-src",
-            str(w / "a.txt"),
-            "--curves",
-            str(t / "c.png"),
-            "--lr-plot",
-            str(t / "lr.png"),
-            "--attention",
-            str(t / "a.png"),
-        ],
-        "m.jsonl",
-        "c.png",
-    ),
-    Case(
-        "figures: a torn metrics line mid-file",
-        lambda w, t: [
-            "figures",
-            "--name",
-            "x",
-            "--metrics",
-            str(
-                write(
-                    t, "m.jsonl", '{"event": "start", "st\n{"step": 1, "dev_ppl": 2.0, "dev_nll": 1, "dev_loss": 1}\n'
-                )
-            ),
-            "--model",
-            str(w / "model.pt"),
-            "--spm-src",
-            str(w / "spm-a.model"),
-            "--dev-src",
-            str(w / "a.txt"),
-            "--curves",
-            str(t / "c.png"),
-            "--lr-plot",
-            str(t / "lr.png"),
-            "--attention",
-            str(t / "a.png"),
-        ],
-        "m.jsonl, line 1: not a JSON record; remove that line",
-        "c.png",
-    ),
-    # -- more of the same commands -----------------------------------------------------------------
-    Case(
-        "train: a dev set of other vocabularies",
-        lambda w, t: [
-            "train",
-            "--settings",
-            str(w / "settings.json"),
-            "--train",
-            str(w / "train.bin"),
-            "--dev",
-            str(w / "dev-b.bin"),
-            "--checkpoints",
-            str(t / "c"),
-            "--out",
-            str(t / "last.pt"),
-        ],
-        "dev-b.bin was encoded with another src vocabulary",
+        "train: settings not JSON",
+        cmd("train", settings=lambda w, t: write(t, "s.json", "{")),
+        "s.json is not valid JSON",
         "last.pt",
     ),
     Case(
         "train: settings file missing",
-        lambda w, t: [
-            "train",
-            "--settings",
-            str(t / "none.json"),
-            "--train",
-            str(w / "train.bin"),
-            "--checkpoints",
-            str(t / "c"),
-            "--out",
-            str(t / "last.pt"),
-        ],
+        cmd("train", settings=lambda w, t: t / "none.json"),
         "none.json: cannot read",
         "last.pt",
     ),
-    Case("translate: unknown device", lambda w, t: translate(w, t, "--device", "gpu9"), "--device", "out.txt"),
     Case(
-        "average: folder missing",
-        lambda w, t: ["average", "--checkpoints", str(t / "none"), "--last", "2", *GRID, "--out", str(t / "avg.pt")],
-        "none",
+        "train: training data not a corpus",
+        cmd("train", train=lambda w, t: w / "a.txt"),
+        "a.txt: not an encoded corpus",
+        "last.pt",
+    ),
+    Case(
+        "train: vocabulary not the data's",
+        cmd("train", spm_src=lambda w, t: w / "spm-b.model"),
+        "spm-b.model is not the source vocabulary",
+        "last.pt",
+    ),
+    Case(
+        "train: a dev set of other vocabularies",
+        cmd("train", dev=lambda w, t: w / "dev-b.bin"),
+        "dev-b.bin was encoded with another source vocabulary",
+        "last.pt",
+    ),
+    # -- average -------------------------------------------------------------------------------------
+    Case("average: --last 0", cmd("average", last="0"), "checkpoints to average must be at least 1", "avg.pt"),
+    Case("average: --last -1", cmd("average", last="-1"), "checkpoints to average must be at least 1", "avg.pt"),
+    Case(
+        "average: empty folder",
+        cmd("average", checkpoints=lambda w, t: t),
+        "0 step checkpoint(s) every 1 updates, 2 are to be averaged",
         "avg.pt",
     ),
+    Case("average: folder missing", cmd("average", checkpoints=lambda w, t: t / "none"), "none", "avg.pt"),
+    # -- select --------------------------------------------------------------------------------------
+    Case("select: candidates not JSON", cmd("select", candidates="{"), "--candidates is not valid JSON", "last.pt"),
+    Case("select: a candidate's score missing", cmd("select"), "c1.json", "last.pt"),
+    # -- translate -----------------------------------------------------------------------------------
     Case(
-        "evalb: line counts differ",
-        lambda w, t: [
-            "evalb",
-            str(write(t, "g.txt", "(S (NN a))\n(S (NN b))\n")),
-            str(write(t, "p.txt", "(S (NN a))\n")),
-        ],
-        "p.txt",
+        "translate: vocabularies of another dataset",
+        cmd("translate", spm_src=lambda w, t: w / "spm-b.model", spm_tgt=lambda w, t: w / "spm-b.model"),
+        "spm-b.model is not the source vocabulary",
+        "out.txt",
     ),
     Case(
-        "prepare-eval: spec not JSON",
-        lambda w, t: [
-            "prepare-eval",
-            "--spec",
-            "{",
-            "--name",
-            "dev",
-            "--archive",
-            str(w / "a.txt"),
-            "--src",
-            str(t / "dev.src"),
-            "--tgt",
-            str(t / "dev.tgt"),
-        ],
-        "--spec is not valid JSON",
-        "dev.src",
+        "translate: beam 0",
+        cmd("translate", decode='{"beam": 0}'),
+        "--decode: beam: 0 is less than the minimum of 1",
+        "out.txt",
     ),
     Case(
-        "prepare-eval: archive missing",
-        lambda w, t: [
-            "prepare-eval",
-            "--spec",
-            json.dumps(SPEC),
-            "--name",
-            "dev",
-            "--archive",
-            str(t / "none.tgz"),
-            "--src",
-            str(t / "dev.src"),
-            "--tgt",
-            str(t / "dev.tgt"),
-        ],
-        "none.tgz",
-        "dev.src",
+        "translate: alpha a string",
+        cmd("translate", decode='{"alpha": "x"}'),
+        "--decode: alpha: 'x' is not of type 'number'",
+        "out.txt",
     ),
     Case(
-        "score: expected lines differ",
-        lambda w, t: [
-            "score",
-            "--hyp",
-            str(w / "ref.txt"),
-            "--ref",
-            str(w / "ref.txt"),
-            "--expect-lines",
-            "3003",
-            "--out",
-            str(t / "s.json"),
-        ],
-        "the test set has 3003",
+        "translate: unknown decode key",
+        cmd("translate", decode='{"beem": 4}'),
+        "--decode: unknown key 'beem'",
+        "out.txt",
+    ),
+    Case("translate: decode not JSON", cmd("translate", decode="{beam: 4"), "--decode is not valid JSON", "out.txt"),
+    Case(
+        "translate: missing model",
+        cmd("translate", model=lambda w, t: w / "nope.pt"),
+        "nope.pt: checkpoint not found",
+        "out.txt",
+    ),
+    Case(
+        "translate: model not a checkpoint",
+        cmd("translate", model=lambda w, t: w / "a.txt"),
+        "a.txt: not a readable checkpoint",
+        "out.txt",
+    ),
+    Case("translate: missing input", cmd("translate", input=lambda w, t: t / "none.txt"), "none.txt", "out.txt"),
+    Case(
+        "translate: input not UTF-8",
+        cmd("translate", input=lambda w, t: write(t, "x.txt", b"ok\n\xff\xfe\n")),
+        "x.txt, line 2: not valid UTF-8",
+        "out.txt",
+    ),
+    Case("translate: nbest 0", cmd("translate", nbest="0"), "argument --nbest: must be a whole number >= 1", "out.txt"),
+    Case(
+        "translate: batch tokens 0",
+        cmd("translate", batch_tokens="0"),
+        "argument --batch-tokens: must be a whole number >= 1",
+        "out.txt",
+    ),
+    Case("translate: unknown device", cmd("translate", device="gpu9"), "--device", "out.txt"),
+    # -- score ---------------------------------------------------------------------------------------
+    Case(
+        "score: two empty files",
+        cmd("score", hyp=lambda w, t: w / "empty.txt", ref=lambda w, t: w / "empty.txt"),
+        "empty.txt: no lines to score",
         "s.json",
     ),
+    Case("score: line counts differ", cmd("score", hyp=lambda w, t: w / "a.txt"), "lines", "s.json"),
+    Case("score: missing hypothesis", cmd("score", hyp=lambda w, t: t / "no.txt"), "no.txt", "s.json"),
+    Case("score: scoring not JSON", cmd("score", scoring="["), "--scoring is not valid JSON", "s.json"),
+    Case("score: expected lines differ", cmd("score", expect_lines="3003"), "the test set has 3003", "s.json"),
+    # -- tables --------------------------------------------------------------------------------------
+    Case(
+        "tables: a corrupt score file",
+        cmd("tables", experiments=score_file('{"tokenized_bleu": ')),
+        "newstest2014.score.json: not a readable record",
+        "t.md",
+    ),
+    Case(
+        "tables: a score file of another kind",
+        cmd("tables", experiments=score_file("[1, 2]")),
+        "newstest2014.score.json: not a record of this pipeline",
+        "t.md",
+    ),
+    Case(
+        "tables: experiments lacking keys",
+        cmd("tables", experiments='[{"name": "base"}]'),
+        "--experiments: experiment base lacks row, dataset, testset",
+        "t.md",
+    ),
+    Case(
+        "tables: experiments not a list",
+        cmd("tables", experiments='{"name": "base"}'),
+        "--experiments: expected a JSON list",
+        "t.md",
+    ),
+    Case("tables: neither experiments nor config", cmd("tables"), "give --experiments", "t.md"),
+    Case("tables: table 5", cmd("tables", table="5"), "invalid choice: 5"),
     Case(
         "tables: config with an unknown key",
-        lambda w, t: ["tables", "--table", "2", "--config", str(config_text(w, t, set_key("scoring.bootstrap", 5)))],
+        cmd("tables", results=None, out_md=None, config=config_file(set_key("scoring.bootstrap", 5))),
         "bootstrap",
     ),
-    # -- the command line itself -------------------------------------------------------------------
-    Case("cli: unknown command", lambda w, t: ["trian"], "invalid choice: 'trian'"),
-    Case("cli: missing required option", lambda w, t: ["score", "--hyp", "x"], "the following arguments are required"),
     Case(
-        "cli: a number that is not one",
-        lambda w, t: ["average", "--checkpoints", ".", "--last", "five", *GRID, "--out", "x"],
-        "invalid int value: 'five'",
+        "tables: config with a syntax error",
+        cmd("tables", results=None, out_md=None, config=config_file(text="results: [\n")),
+        "config.yaml, line 2, column 1: not valid YAML",
     ),
+    # -- figures -------------------------------------------------------------------------------------
+    Case("figures: metrics missing", cmd("figures", metrics=lambda w, t: t / "m.jsonl"), "m.jsonl", "c.png"),
+    Case(
+        "figures: a torn metrics line mid-file",
+        cmd(
+            "figures",
+            metrics=figures_metrics(
+                '{"event": "start", "st\n{"step": 1, "dev_ppl": 2.0, "dev_nll": 1, "dev_loss": 1}\n'
+            ),
+        ),
+        "m.jsonl, line 1: not a JSON record; remove that line",
+        "c.png",
+    ),
+    # -- evalb ---------------------------------------------------------------------------------------
+    Case(
+        "evalb: two empty files",
+        cmd("evalb", gold=lambda w, t: w / "empty.txt", test=lambda w, t: w / "empty.txt"),
+        "empty.txt: no trees to score",
+    ),
+    Case("evalb: missing gold", cmd("evalb", gold=lambda w, t: t / "gold.txt"), "gold.txt"),
+    Case(
+        "evalb: line counts differ",
+        cmd(
+            "evalb",
+            gold=lambda w, t: write(t, "g.txt", "(S (NN a))\n(S (NN b))\n"),
+            test=lambda w, t: write(t, "p.txt", "(S (NN a))\n"),
+        ),
+        "p.txt",
+    ),
+    # -- params (and the config it reads, as tables --config does) ---------------------------------------
+    Case(
+        "params: config YAML syntax error",
+        cmd("params", config=config_file(text="a: [1, 2\nb: 3\n")),
+        "config.yaml, line 2, column 2: not valid YAML",
+    ),
+    Case(
+        "params: config not a mapping",
+        cmd("params", config=config_file(text="- a\n- b\n")),
+        "expected a mapping of settings at the top level",
+    ),
+    Case(
+        "params: config file missing",
+        cmd("params", config=lambda w, t: t / "nope.yaml"),
+        "nope.yaml: config file not found",
+    ),
+    Case(
+        "params: config with an unknown top-level key",
+        cmd("params", config=config_file(set_key("trainnig", {}))),
+        "trainnig",
+    ),
+    Case(
+        "params: config with a misspelt training key",
+        cmd("params", config=config_file(set_key("training.warmup", 4000))),
+        "warmup",
+    ),
+    Case(
+        "params: config steps a string",
+        cmd("params", config=config_file(set_key("training.steps", "many"))),
+        "training.steps",
+    ),
+    Case(
+        "params: config with an unknown preset",
+        cmd("params", config=config_file(set_key("experiments.base-en-de.preset", "huge"))),
+        "huge",
+    ),
+    Case(
+        "params: config with an unknown dataset",
+        cmd("params", config=config_file(set_key("experiments.base-en-de.dataset", "wmt99"))),
+        "wmt99",
+    ),
+    Case(
+        "params: config archive without sha256",
+        cmd("params", config=config_file(set_key("archives.europarl-v7", {"url": "http://h/x.tgz"}))),
+        "archives.europarl-v7: needs url and sha256",
+    ),
+    Case(
+        "params: config table 5",
+        cmd("params", config=config_file(set_key("experiments.base-en-de.tables", [5]))),
+        "tables",
+    ),
+    Case(
+        "params: config odd d_model with sinusoids",
+        cmd("params", config=config_file(set_key("experiments.base-en-de.model", {"d_model": 511}))),
+        "d_model",
+    ),
+    Case(
+        "params: config averaging more than kept",
+        cmd("params", config=config_file(set_key("experiments.big-en-de.average", 50))),
+        "keep at least as many",
+    ),
+    Case("params: an unknown experiment", cmd("params", experiment="base-en-xx"), "base-en-xx"),
+    # -- the command line itself -----------------------------------------------------------------------
+    Case("cli: unknown command", lambda w, t: ["trian"], "invalid choice: 'trian'"),
+    Case("cli: missing required option", cmd("score", ref=None, out=None), "the following arguments are required"),
+    Case("cli: a number that is not one", cmd("average", last="five"), "invalid int value: 'five'"),
 ]
 
 
@@ -972,7 +696,7 @@ def test_bad_input_gets_one_clear_line(case, world, tmp_path, capsys):
         code = cli.main(argv)
     except SystemExit as exc:  # argparse: its own usage line, exit 2
         code = exc.code
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         pytest.fail(f"a traceback instead of one line: {type(exc).__name__}: {exc}")
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2, err
@@ -982,13 +706,19 @@ def test_bad_input_gets_one_clear_line(case, world, tmp_path, capsys):
         assert not (tmp_path / case.out).exists(), f"{case.out} was left under its final name"
 
 
+def test_the_cases_go_in_the_order_of_the_commands():
+    order = list(cli.COMMANDS) + ["cli"]
+    commands = [c.id.split(":")[0] for c in CASES]
+    assert commands == sorted(commands, key=order.index)
+
+
 def test_a_line_longer_than_learned_positions_is_cut_and_said(world, tmp_path, capsys):
     """One overlong line must not fail the whole file (the right result, not an error): on a model
     with learned positions it is cut to the model's positions, and the log says which line."""
     settings = toy.settings(steps=1)
     settings["model"].update(positional="learned", max_positions=64)
     files = RunFiles(tmp_path / "c", tmp_path / "learned.pt", tmp_path / "m.jsonl")
-    assert run(Trainer(settings, encoded.read(world / "train.bin"), None, files, _env()), 0) == 0
+    assert run(Trainer(settings, binary.read(world / "train.bin"), None, files, Env()), 0) == 0
     long = " ".join(["the cat sat on a mat"] * 20)
     (tmp_path / "in.txt").write_text(f"the cat\n{long}\nred ball\n")
     argv = ["translate", "--model", str(tmp_path / "learned.pt"), "--input", str(tmp_path / "in.txt"),

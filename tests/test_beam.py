@@ -9,7 +9,8 @@ import torch
 
 from aiayn.evaluation.translate import length_sorted_batches, max_steps, translate
 from aiayn.model.beam import beam_search, length_penalty
-from aiayn.model.transformer import ModelConfig, Transformer
+from aiayn.model.hparams import ModelConfig
+from aiayn.model.transformer import Transformer
 
 BOS, EOS, A, B, C = 2, 3, 4, 5, 6
 V = 7
@@ -179,18 +180,17 @@ def test_batching_restores_input_order_and_changes_nothing():
 
 def test_beam_never_scores_below_greedy_on_a_trained_model(tmp_path):
     import toy
-    from test_train import train_in_process
 
-    from aiayn.data import binary as encoded
+    from aiayn.data import binary
     from aiayn.training import checkpoint
 
     settings = toy.settings(steps=500, warmup_steps=100, checkpoint_interval=500, log_interval=100)
     settings["model"].update(N=2, d_model=64, d_ff=256, d_k=16, d_v=16)
     toy.corpus(tmp_path / "train.bin", n=2000, seed=0, max_len=8)
     toy.corpus(tmp_path / "dev.bin", n=50, seed=1, max_len=8)
-    assert train_in_process(tmp_path, settings) == 0
+    assert toy.train_in_process(tmp_path, settings) == 0
     model = checkpoint.rebuild(checkpoint.load(tmp_path / "checkpoints" / "last.pt")).eval()
-    dev = encoded.read(tmp_path / "dev.bin")
+    dev = binary.read(tmp_path / "dev.bin")
     sources = [dev.src(i).tolist() for i in range(len(dev))]
     beam = translate(model, sources, beam=4, alpha=0.0, max_len_a=1.0, max_len_b=10)
     best = translate(model, sources, beam=1, alpha=0.0, max_len_a=1.0, max_len_b=10)
@@ -246,7 +246,7 @@ def test_translate_command_writes_the_nbest_list(tmp_path):
     sp = vocab.load(spm)
     hyps = translate(
         model.eval(),
-        vocab.encode(sp, ["ab ij", "cd kl mn", "ef"]),
+        vocab.to_ids(sp, ["ab ij", "cd kl mn", "ef"]),
         beam=4,
         alpha=0.6,
         max_len_a=1.0,
@@ -257,4 +257,4 @@ def test_translate_command_writes_the_nbest_list(tmp_path):
         mine = rows[3 * i : 3 * i + 3]
         assert [float(r[1]) for r in mine] == pytest.approx([h.score for h in hs], abs=1e-5)
         assert [float(r[1]) for r in mine] == sorted((float(r[1]) for r in mine), reverse=True)
-        assert mine[0][3] == best[i] == vocab.decode(sp, hs[0].tokens)
+        assert mine[0][3] == best[i] == vocab.to_text(sp, hs[0].tokens)

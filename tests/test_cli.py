@@ -98,14 +98,24 @@ def test_tables_carry_the_study_line_the_version_and_why_cells_are_blank():
 
 def test_learning_curves_legend_names_the_dev_line(tmp_path, monkeypatch):
     metrics = tmp_path / "metrics.jsonl"
-    records = [{"event": "start", "step": 0, "wall": 0.0, "world_size": 1, "params": 1, "device_name": "cpu"}]
+    records = [
+        {
+            "event": "start",
+            "step": 0,
+            "wall": 0.0,
+            "world_size": 1,
+            "params": 1,
+            "device_name": "cpu",
+            "precision": "fp32",
+        }
+    ]
     for step in (10, 20):
         records.append({"step": step, "loss": 3.0 / step, "lr": 1e-3, "tgt_tokens_per_s": 100.0, "wall": step * 1.0,
                         "tgt_tokens_per_update": 10, "src_tokens_per_update": 10})  # fmt: skip
         records.append({"step": step, "dev_nll": 1.0, "dev_ppl": 2.7, "dev_loss": 1.0})
     metrics.write_text("".join(json.dumps(r) + "\n" for r in records))
     saved = {}
-    monkeypatch.setattr(figures, "_save", lambda fig, out: saved.setdefault("fig", fig))
+    monkeypatch.setattr(figures, "save", lambda fig, out: saved.setdefault("fig", fig))
     figures.learning_curves(metrics, tmp_path / "c.png", "t")
     legend = saved["fig"].axes[0].get_legend()
     assert [t.get_text() for t in legend.get_texts()] == ["train loss (label-smoothed)", "dev perplexity"]

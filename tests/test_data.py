@@ -15,8 +15,7 @@ import yaml
 from conftest import ROOT, real_data
 from wmt_fixtures import Server, make_tar, sha256
 
-from aiayn.data import binary as encoded
-from aiayn.data import vocab
+from aiayn.data import binary, vocab
 from aiayn.data.corpus import extract_members, prepare_eval, prepare_train, read_lines, sgml_segments
 from aiayn.data.download import download
 from aiayn.data.encode import encode_corpus
@@ -224,7 +223,7 @@ def test_sentencepiece_round_trip_on_real_sentences(tmp_path):
     vocab.train([en, de], model, model_type="bpe", size=2000, input_sentence_size=0)
     sp = vocab.load(model)
     lines = list(read_lines(de))[:500]
-    decoded = [vocab.decode(sp, ids) for ids in vocab.encode(sp, lines)]
+    decoded = [vocab.to_text(sp, ids) for ids in vocab.to_ids(sp, lines)]
     # Normalize() marks spaces with U+2581; decoding gives them back as spaces
     assert decoded == [sp.Normalize(line).replace("\u2581", " ").strip() for line in lines]
     assert sum(a != b for a, b in zip(decoded, lines)) < len(lines) // 10  # NFKC changes few real sentences
@@ -236,7 +235,7 @@ def test_encode_round_trip_and_statistics(tmp_path):
     model = tmp_path / "spm.model"
     vocab.train([en, de], model, model_type="bpe", size=1000, input_sentence_size=0)
     stats = encode_corpus(str(en), str(de), str(model), str(model), str(tmp_path / "dev.bin"), chunk=700)
-    corpus = encoded.read(tmp_path / "dev.bin")
+    corpus = binary.read(tmp_path / "dev.bin")
     sp = vocab.load(model)
     assert len(corpus) == stats["pairs"] == 3000
     for i in (0, 699, 700, 2999):  # across chunk borders
@@ -254,7 +253,7 @@ def test_truncated_encoded_file_is_reported(tmp_path):
     path = toy.corpus(tmp_path / "t.bin", n=50)
     path.write_bytes(path.read_bytes()[:-200])
     with pytest.raises(UserError, match="t.bin: truncated"):
-        encoded.read(path)
+        binary.read(path)
 
 
 # -- the data stages of the DAG ---------------------------------------------------------------------------------
@@ -360,17 +359,15 @@ def test_data_stages_of_the_dag_against_a_local_server(tmp_path):
         .count("\u0085")
     )
     assert report["separators_replaced"] == nel >= 6  # the U+0085 of newstest2009.de
-    train = encoded.read(data / "train.bin")
+    train = binary.read(data / "train.bin")
     assert len(train) == report["kept"] > 7000
-    assert len(encoded.read(data / "newstest2013.bin")) == 3000
+    assert len(binary.read(data / "newstest2013.bin")) == 3000
     assert len(list(read_lines(data / "newstest2014.tgt"))) == 3003
     assert (data / "spm.src.model").read_bytes() == (data / "spm.tgt.model").read_bytes()  # shared vocabulary
     fr = tmp_path / "results/data/wmt14-en-fr"
     fr_report = json.loads((fr / "train.report.json").read_text())
     assert [c["pairs"] for c in fr_report["corpora"]] == [2489, 3003, 2525, 3003]  # + the .gz members of a plain tar
-    assert (
-        len(encoded.read(fr / "train.bin")) == fr_report["kept"] and len(encoded.read(fr / "newstest2013.bin")) == 3000
-    )
+    assert len(binary.read(fr / "train.bin")) == fr_report["kept"] and len(binary.read(fr / "newstest2013.bin")) == 3000
     assert list(read_lines(fr / "newstest2014.tgt"))[:5] == [
         " ".join(x.split(" ")) for x in sgml_segments(shared("wmt14", "sgm", "newstest2014-fren-ref.fr.sgm.gz"))[:5]
     ]

@@ -13,31 +13,12 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import ROOT, fresh_clone, job_counts, planned_jobs, snakemake
+from conftest import ROOT, fresh_clone, job_counts, planned_jobs, snakemake, tiny_demo_config
 
 import aiayn
 from aiayn.data import demo
 from aiayn.data.corpus import read_lines
 from aiayn.training import checkpoint
-
-
-def tiny_demo_config() -> dict:
-    config = yaml.safe_load((ROOT / "profiles/demo/study.yaml").read_text())
-    config["archives"]["demo-pair"]["generate"]["sizes"] = {"train": 1500, "dev": 40, "test": 40}
-    config["archives"]["demo-treebank"]["generate"]["sizes"] = {"02": 300, "22": 20, "23": 30}
-    for es in config["datasets"]["eng-zil"]["eval_sets"].values():
-        es["lines"] = 40
-    config["datasets"]["eng-zil"]["vocab"]["size"] = 300
-    config["datasets"]["demo-wsj"]["vocab"]["size"] = 200
-    config["training"].update(
-        steps=24, warmup_steps=10, checkpoint_interval=6, log_interval=6, tokens_per_update=600, max_tokens=600
-    )
-    config["scoring"] = {"bootstrap_resamples": 50}
-    for preset in config["presets"].values():
-        preset["model"].update(d_model=32, d_ff=64, h=2, d_k=16, d_v=16)
-    config["presets"]["big"]["model"].update(d_model=48, d_ff=96)
-    config["results"] = "results"
-    return config
 
 
 def run_study(workdir: Path, configfile: Path, timeout: int) -> None:

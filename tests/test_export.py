@@ -14,8 +14,7 @@ import torch.nn.functional as F
 import toy
 
 from aiayn import cli
-from aiayn.data import binary as encoded
-from aiayn.data import vocab
+from aiayn.data import binary, vocab
 from aiayn.data.binary import BOS, EOS, PAD
 from aiayn.errors import UserError
 from aiayn.evaluation.export import marian_state, residual_permutation
@@ -48,7 +47,7 @@ def trained(tmp_path_factory) -> Path:
     settings = toy.settings(steps=600, warmup_steps=60)
     settings["model"].update(N=2, d_model=32, d_ff=64, h=4, d_k=8, d_v=8)
     files = RunFiles(w / "checkpoints", w / "model.pt", w / "metrics.jsonl")
-    assert run(Trainer(settings, encoded.read(w / "train.bin"), None, files, Env()), False) == 0
+    assert run(Trainer(settings, binary.read(w / "train.bin"), None, files, Env()), False) == 0
     return w
 
 
@@ -100,7 +99,7 @@ def test_the_export_loads_and_its_logits_and_greedy_output_are_ours(exported):
     tok = MarianTokenizer.from_pretrained(w / "hf")
     ours = ckpt.rebuild(ckpt.load(w / "model.pt")).eval()
     lines = (w / "test.src").read_text().splitlines()
-    ids = vocab.encode(vocab.load(w / "spm.model"), lines)
+    ids = vocab.to_ids(vocab.load(w / "spm.model"), lines)
     x = batch(ids)
     assert tok(lines, return_tensors="pt", padding=True)["input_ids"].tolist() == x.tolist()  # same tokens in
     ref = greedy(ours, ids)
@@ -119,7 +118,7 @@ def test_the_export_loads_and_its_logits_and_greedy_output_are_ours(exported):
     assert [theirs[i] for i in finished] == [ref[i] for i in finished]  # token for token
     words = tok.batch_decode(out, skip_special_tokens=True)
     sp = vocab.load(w / "spm.model")
-    assert [words[i] for i in finished] == [vocab.decode(sp, ref[i]) for i in finished]
+    assert [words[i] for i in finished] == [vocab.to_text(sp, ref[i]) for i in finished]
 
 
 def test_the_position_table_is_ours_permuted_exactly(exported):
@@ -140,7 +139,7 @@ def test_ctranslate2_decodes_the_export_as_we_do(exported):
     w = exported
     sp = vocab.load(w / "spm.model")
     lines = (w / "test.src").read_text().splitlines()
-    ids = vocab.encode(sp, lines)
+    ids = vocab.to_ids(sp, lines)
     ours = ckpt.rebuild(ckpt.load(w / "model.pt")).eval()
     translator = ctranslate2.Translator(str(w / "ct2"), device="cpu")
     pieces = [[sp.IdToPiece(i) for i in t] + ["</s>"] for t in ids]

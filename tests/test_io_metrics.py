@@ -31,6 +31,33 @@ def test_atomic_paths_rename_together_or_not_at_all(tmp_path):
     assert a.read_text() == "A" and sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "sub"]
 
 
+def test_a_folder_is_replaced_whole_or_not_at_all(tmp_path):
+    """atomic_dir (an export's folder): two writers of one folder fill folders of their own; the
+    one that finishes replaces the old folder whole; one that fails leaves it as it was."""
+    out = tmp_path / "hf"
+    with io.atomic_dir(out) as one, io.atomic_dir(out) as two:
+        assert one != two and one.parent == two.parent == tmp_path and not out.exists()
+        (one / "a.txt").write_text("one")
+        (two / "b.txt").write_text("two")
+    assert sorted(p.name for p in out.iterdir()) == ["a.txt"]  # the last to finish (the outer), alone
+    with pytest.raises(RuntimeError), io.atomic_dir(out) as three:
+        (three / "c.txt").write_text("half")
+        raise RuntimeError("killed")
+    assert sorted(p.name for p in out.iterdir()) == ["a.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]  # no temporary folder left behind
+    old = os.umask(0o022)
+    try:
+        with io.atomic_dir(out) as four:
+            (four / "d.txt").write_text("d")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o755 and (out / "d.txt").read_text() == "d"
+    here = io._host()
+    dead = leftover(tmp_path, "hf", f"{here}-{dead_pid()}", directory=True)  # a killed writer's
+    with io.atomic_dir(out):
+        assert not dead.exists()
+
+
 def test_two_writers_of_one_file_never_share_a_temporary_file(tmp_path):
     with atomic_paths(tmp_path / "x") as (one,), atomic_paths(tmp_path / "x") as (two,):
         assert one != two
@@ -50,14 +77,22 @@ def records(path, *recs, torn=""):
     return path
 
 
-START = {"event": "start", "step": 0, "world_size": 1, "device_name": "cpu", "params": 10, "wall": 0.0}
+START = {
+    "event": "start",
+    "step": 0,
+    "world_size": 1,
+    "device_name": "cpu",
+    "params": 10,
+    "precision": "fp32",
+    "wall": 0.0,
+}
 
 
 def test_a_torn_last_line_is_dropped_by_every_reader(tmp_path):
     path = records(
         tmp_path / "m.jsonl",
         START,
-        {"step": 2, "loss": 1.0, "tgt_tokens_per_update": 5, "wall": 3600.0},
+        {"step": 2, "loss": 1.0, "tgt_tokens_per_update": 5, "flops_per_update": 1.0, "wall": 3600.0},
         torn='{"step": 4, "lo',
     )
     assert [r["step"] for r in metrics.read(path).progress] == [2]
@@ -133,10 +168,10 @@ def test_a_stop_is_recorded_and_ends_that_jobs_hours(tmp_path):
     path = records(
         tmp_path / "m.jsonl",
         START,
-        {"step": 2, "loss": 1.0, "tgt_tokens_per_update": 5, "wall": 1800.0},
+        {"step": 2, "loss": 1.0, "tgt_tokens_per_update": 5, "flops_per_update": 1.0, "wall": 1800.0},
         {"event": "stop", "step": 3, "reason": "stop signal (SIGTERM)", "wall": 3600.0},
         {**START, "step": 3, "wall": 10000.0},  # the requeued job, hours later
-        {"step": 4, "loss": 1.0, "tgt_tokens_per_update": 5, "wall": 13600.0},
+        {"step": 4, "loss": 1.0, "tgt_tokens_per_update": 5, "flops_per_update": 1.0, "wall": 13600.0},
     )
     assert [r["step"] for r in metrics.read(path).stop] == [3]
     assert metrics.summary(path)["hours"] == pytest.approx(2.0) and metrics.summary(path)["dev_ppl"] is None

@@ -11,7 +11,8 @@ import torch
 from torch import nn
 
 from aiayn.model.beam_state import BeamState
-from aiayn.model.transformer import ModelConfig, MultiHeadAttention, Transformer, count_parameters, sinusoidal_positions
+from aiayn.model.hparams import ModelConfig
+from aiayn.model.transformer import MultiHeadAttention, Transformer, count_parameters, sinusoidal_positions
 from aiayn.training import checkpoint
 
 SMALL = dict(src_vocab=50, tgt_vocab=50, N=2, d_model=32, d_ff=64, h=4, d_k=8, d_v=8, P_drop=0.1)
@@ -144,6 +145,45 @@ def test_attention_dropout_drops_attention_weights_in_training_only():
     torch.testing.assert_close(model(src, tgt), without.eval()(src, tgt), rtol=0, atol=0)  # same weights, no dropout
 
 
+@pytest.mark.parametrize("where", ["encoder", "decoder self", "decoder cross"])
+def test_recorded_attention_weights_are_the_ones_the_model_uses(where):
+    """The weights a layer records (for the figures) are those of its fused attention: applied to the
+    values they give the layer's output exactly, padding and the causal mask included."""
+    model = small()
+    src, tgt = batch()
+    layer = {
+        "encoder": model.encoder[-1].self_attn,
+        "decoder self": model.decoder[-1].self_attn,
+        "decoder cross": model.decoder[-1].cross_attn,
+    }[where]
+    seen = {}
+    hook = layer.register_forward_hook(lambda m, args, out: seen.update(args=args, out=out))
+    layer.recorded = []
+    model(src, tgt)
+    hook.remove()
+    (weights,) = layer.recorded
+    layer.recorded = None
+    x, memory = seen["args"][:2]
+    v = layer.split(layer.W_v(memory), layer.d_v)  # (B, h, S, d_v)
+    B, _, T, _ = weights.shape
+    by_hand = layer.W_o((weights @ v).transpose(1, 2).reshape(B, T, -1))
+    torch.testing.assert_close(by_hand, seen["out"], rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(weights.sum(-1), torch.ones_like(weights.sum(-1)))
+    if where == "decoder self":  # nothing attends ahead
+        assert torch.all(weights.triu(1) == 0)
+    else:  # nothing attends to padding: the source of sentence b ends b positions early
+        assert torch.all(weights[2, :, :, -2:] == 0) and torch.all(weights[0] > 0)
+
+
+def test_encoder_attention_of_one_sentence():
+    from aiayn.model.transformer import encoder_attention
+
+    model = small()
+    weights = encoder_attention(model, [5, 6, 7, 3])
+    assert weights.shape == (4, 4, 4) and model.encoder[-1].self_attn.recorded is None
+    torch.testing.assert_close(weights.sum(-1), torch.ones(4, 4, dtype=weights.dtype))
+
+
 # -- incremental decoding -------------------------------------------------------------------------
 @pytest.mark.parametrize("pre_norm", [False, True])
 @pytest.mark.parametrize("B, S, T", [(1, 1, 1), (1, 5, 9), (3, 7, 6), (5, 12, 20)])
@@ -214,7 +254,7 @@ def test_parameter_counts_of_base_and_big():
 
 
 def test_params_of_every_table3_row_match_the_analytic_count(paper_config):
-    from aiayn.commands.params import parameter_rows
+    from aiayn.report.params import parameter_rows
     from aiayn.study import config as cfg
     from aiayn.study.grid import Study
 

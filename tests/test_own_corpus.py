@@ -5,30 +5,12 @@ over files on disk (plain and gzipped, no archive, no checksum), run end to end 
 from __future__ import annotations
 
 import csv
-import gzip
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
-
-from aiayn.data import demo
-
-
-def write_corpus(workdir: Path, sizes: dict[str, int]) -> None:
-    """The demo's made-up pair as plain files where examples/own-pair.yaml expects them."""
-    data = workdir / "data" / "my-pair"
-    data.mkdir(parents=True)
-    for split, rows in demo.splits(7, sizes).items():
-        src = "".join(r[0] + "\n" for r in rows)
-        tgt = "".join(r[1] + "\n" for r in rows)
-        if split == "test":
-            (data / "test.en.gz").write_bytes(gzip.compress(src.encode()))
-            (data / "test.xx.gz").write_bytes(gzip.compress(tgt.encode()))
-        else:
-            (data / f"{split}.en").write_text(src)
-            (data / f"{split}.xx").write_text(tgt)
+from conftest import ROOT, write_corpus
 
 
 def snakemake(workdir: Path, *args: str, configfiles: tuple[str, ...] = ()) -> subprocess.CompletedProcess:

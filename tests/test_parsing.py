@@ -8,11 +8,10 @@ import sys
 import zipfile
 
 import pytest
-from conftest import ROOT, real_data
+from conftest import ROOT, real_data, tiny_demo_config
 
-from aiayn.parsing.evalb import evalb, read_tree, score_sentence
-from aiayn.parsing.treebank import restore, score_parses
-from aiayn.parsing.trees import delinearize, linearize, parse_trees, preprocess, read_sections, with_top
+from aiayn.parsing.evalb import evalb, read_tree, score_parses, score_sentence
+from aiayn.parsing.trees import delinearize, linearize, parse_trees, preprocess, read_sections, restore, with_top
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +162,6 @@ def test_evalb_command(tmp_path):
 def test_tiny_parsing_run_through_the_dag_on_the_sample(sample, tmp_path):
     """Train on section 00 of the NLTK sample, parse section 01, score with EVALB: the Table 4 branch."""
     import yaml
-    from test_e2e import tiny_demo_config
 
     config = tiny_demo_config()
     config["datasets"] = {

@@ -15,9 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, fresh_clone, job_counts, planned_jobs, snakemake
-from test_own_corpus import write_corpus
-from test_workflow import N_TRAINED_AS_TYPED
+from conftest import N_TRAINED_AS_TYPED, ROOT, fresh_clone, job_counts, planned_jobs, snakemake, write_corpus
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 

@@ -14,17 +14,8 @@ import textwrap
 import pytest
 import torch
 import toy
-from test_train import (
-    assert_same_weights,
-    command,
-    env_for_subprocess,
-    final_weights,
-    free_port,
-    make_trainer,
-    train_in_process,
-)
 
-from aiayn.data import binary as encoded
+from aiayn.data import binary
 from aiayn.errors import UserError
 from aiayn.training import checkpoint, metrics
 from aiayn.training.distributed import Deadline
@@ -33,68 +24,73 @@ from aiayn.training.trainer import EXIT_DONE, EXIT_NONFINITE, rate, run
 
 def test_changed_settings_start_afresh_and_keep_the_old_run(tmp_path):
     old = toy.settings(steps=8)
-    assert train_in_process(tmp_path / "run", old) == EXIT_DONE
-    old_weights = final_weights(tmp_path / "run")
+    assert toy.train_in_process(tmp_path / "run", old) == EXIT_DONE
+    old_weights = toy.final_weights(tmp_path / "run")
     new = toy.settings(steps=8, eps_ls=0.0, seed=7)
     messages = []
-    assert run(make_trainer(tmp_path / "run", new, log=messages.append), False) == EXIT_DONE
+    assert run(toy.make_trainer(tmp_path / "run", new, log=messages.append), False) == EXIT_DONE
     said = [m for m in messages if "of another run" in m]
     assert len(said) == 1 and "train.eps_ls: 0.1 -> 0.0; train.seed: 1 -> 7" in said[0], messages
     assert not any("resumed" in m for m in messages)
     # the new model is the new settings' own, trained from scratch; the old run is kept whole
-    assert train_in_process(tmp_path / "fresh", new) == EXIT_DONE
-    assert_same_weights(final_weights(tmp_path / "run"), final_weights(tmp_path / "fresh"))
+    assert toy.train_in_process(tmp_path / "fresh", new) == EXIT_DONE
+    toy.assert_same_weights(toy.final_weights(tmp_path / "run"), toy.final_weights(tmp_path / "fresh"))
     (aside,) = (tmp_path / "run").glob("replaced-*")
-    assert_same_weights(checkpoint.load(aside / "checkpoints" / "last.pt")["model"], old_weights)
+    toy.assert_same_weights(checkpoint.load(aside / "checkpoints" / "last.pt")["model"], old_weights)
     assert metrics.summary(aside / "metrics.jsonl")["step"] == 8
     assert metrics.read(tmp_path / "run" / "metrics.jsonl").start[0]["step"] == 0  # one run per metrics file
 
 
 def test_another_model_or_lowered_steps_start_afresh(tmp_path):
-    assert train_in_process(tmp_path, toy.settings(steps=8)) == EXIT_DONE
+    assert toy.train_in_process(tmp_path, toy.settings(steps=8)) == EXIT_DONE
     wider = toy.settings(steps=8)
     wider["model"]["d_ff"] = 128
     messages = []
-    assert run(make_trainer(tmp_path, wider, log=messages.append), False) == EXIT_DONE
+    assert run(toy.make_trainer(tmp_path, wider, log=messages.append), False) == EXIT_DONE
     assert any("model.d_ff: 64 -> 128" in m for m in messages)
     assert checkpoint.load(tmp_path / "checkpoints" / "last.pt")["model_config"]["d_ff"] == 128
 
     messages = []
-    assert run(make_trainer(tmp_path, {**wider, "train": {**wider["train"], "steps": 4}}, log=messages.append), 0) == 0
+    assert (
+        run(toy.make_trainer(tmp_path, {**wider, "train": {**wider["train"], "steps": 4}}, log=messages.append), 0) == 0
+    )
     assert any("train.steps: 8 -> 4, below its step" in m for m in messages)
     assert checkpoint.load(tmp_path / "checkpoints" / "last.pt")["step"] == 4
     assert len(list(tmp_path.glob("replaced-*"))) == 2
 
 
 def test_raising_steps_or_changing_what_does_not_shape_the_weights_continues(tmp_path):
-    assert train_in_process(tmp_path / "straight", toy.settings(steps=12)) == EXIT_DONE
-    assert train_in_process(tmp_path / "raised", toy.settings(steps=8)) == EXIT_DONE
+    assert toy.train_in_process(tmp_path / "straight", toy.settings(steps=12)) == EXIT_DONE
+    assert toy.train_in_process(tmp_path / "raised", toy.settings(steps=8)) == EXIT_DONE
     messages = []
     longer = toy.settings(steps=12, log_interval=3, keep_checkpoints=2, prefetch=0)
-    assert run(make_trainer(tmp_path / "raised", longer, log=messages.append), False) == EXIT_DONE
+    assert run(toy.make_trainer(tmp_path / "raised", longer, log=messages.append), False) == EXIT_DONE
     assert "resumed from step 8" in messages and not list((tmp_path / "raised").glob("replaced-*"))
-    assert_same_weights(final_weights(tmp_path / "straight"), final_weights(tmp_path / "raised"))
+    toy.assert_same_weights(toy.final_weights(tmp_path / "straight"), toy.final_weights(tmp_path / "raised"))
 
 
 def test_other_training_data_is_another_run(tmp_path):
-    assert train_in_process(tmp_path, toy.settings(steps=4)) == EXIT_DONE
+    assert toy.train_in_process(tmp_path, toy.settings(steps=4)) == EXIT_DONE
     toy.corpus(tmp_path / "train.bin", n=200, seed=5)
     messages = []
-    assert run(make_trainer(tmp_path, toy.settings(steps=4), log=messages.append), False) == EXIT_DONE
+    assert run(toy.make_trainer(tmp_path, toy.settings(steps=4), log=messages.append), False) == EXIT_DONE
     assert any("training_data: other encoded training data" in m for m in messages)
 
 
 def test_a_dev_set_of_other_vocabularies_is_refused(tmp_path):
-    from aiayn.commands.train import check_same_vocabularies
+    from aiayn.training.trainer import check_vocabularies
 
-    def corpus(name, sha):
-        src, tgt = encoded.from_sequences([[5, 6]], [[6, 5]])
-        meta = {"src_vocab": 24, "tgt_vocab": 24, "spm_src_sha256": sha, "spm_tgt_sha256": sha}
-        return encoded.read(encoded.write(tmp_path / name, src, tgt, dtype="<u2", meta=meta) and tmp_path / name)
+    def corpus(name, src_sha, tgt_sha=None):
+        src, tgt = toy.from_sequences([[5, 6]], [[6, 5]])
+        meta = {"src_vocab": 24, "tgt_vocab": 24, "spm_src_sha256": src_sha, "spm_tgt_sha256": tgt_sha or src_sha}
+        binary.write(tmp_path / name, src, tgt, dtype="<u2", meta=meta)
+        return binary.read(tmp_path / name)
 
-    check_same_vocabularies(corpus("train.bin", "aa"), corpus("dev.bin", "aa"))
-    with pytest.raises(UserError, match="dev-other.bin was encoded with another src vocabulary than"):
-        check_same_vocabularies(corpus("train.bin", "aa"), corpus("dev-other.bin", "bb"))
+    check_vocabularies(corpus("train.bin", "aa"), corpus("dev.bin", "aa"), {})
+    with pytest.raises(UserError, match="dev-other.bin was encoded with another source vocabulary than"):
+        check_vocabularies(corpus("train.bin", "aa"), corpus("dev-other.bin", "bb"), {})
+    with pytest.raises(UserError, match="dev-tgt.bin was encoded with another target vocabulary than"):
+        check_vocabularies(corpus("train.bin", "aa"), corpus("dev-tgt.bin", "aa", "bb"), {})
 
 
 class KilledAt(Exception):
@@ -103,8 +99,8 @@ class KilledAt(Exception):
 
 def test_a_checkpoint_whose_dev_pass_was_killed_is_evaluated_on_resume(tmp_path, monkeypatch):
     settings = toy.settings(steps=8, checkpoint_interval=4)
-    assert train_in_process(tmp_path / "straight", settings) == EXIT_DONE
-    killed = make_trainer(tmp_path / "killed", settings)
+    assert toy.train_in_process(tmp_path / "straight", settings) == EXIT_DONE
+    killed = toy.make_trainer(tmp_path / "killed", settings)
     evaluate = killed.evaluate
 
     def dies_at_the_final_checkpoint():
@@ -121,19 +117,19 @@ def test_a_checkpoint_whose_dev_pass_was_killed_is_evaluated_on_resume(tmp_path,
         != metrics.summary(tmp_path / "straight/metrics.jsonl")["dev_ppl"]
     )  # what Table 3 would have shown: step 4's perplexity
     messages = []
-    assert run(make_trainer(tmp_path / "killed", settings, log=messages.append), False) == EXIT_DONE
+    assert run(toy.make_trainer(tmp_path / "killed", settings, log=messages.append), False) == EXIT_DONE
     assert any(m.startswith("step 8 dev nll") and m.endswith("(evaluated on resume)") for m in messages)
     ours, straight = (metrics.read(tmp_path / d / "metrics.jsonl").dev for d in ("killed", "straight"))
     assert [(r["step"], r["dev_ppl"]) for r in ours] == [(r["step"], r["dev_ppl"]) for r in straight]
-    assert_same_weights(final_weights(tmp_path / "straight"), final_weights(tmp_path / "killed"))
+    toy.assert_same_weights(toy.final_weights(tmp_path / "straight"), toy.final_weights(tmp_path / "killed"))
 
 
 def test_a_torn_metrics_line_does_not_stop_a_resume(tmp_path):
     settings = toy.settings(steps=8, checkpoint_interval=4)
-    assert train_in_process(tmp_path, settings, max_updates=6) == EXIT_DONE
+    assert toy.train_in_process(tmp_path, settings, max_updates=6) == EXIT_DONE
     path = tmp_path / "metrics.jsonl"
     path.write_text(path.read_text() + '{"step": 7, "lo')
-    assert train_in_process(tmp_path, settings) == EXIT_DONE
+    assert toy.train_in_process(tmp_path, settings) == EXIT_DONE
     assert [json.loads(line)["step"] for line in path.read_text().splitlines()][-1] == 8
 
 
@@ -146,14 +142,14 @@ def test_killed_checkpoint_writes_are_cleaned_at_the_next_start(tmp_path):
     for p in (ours, older):
         p.write_bytes(b"\0" * 1000)
     messages = []
-    assert run(make_trainer(tmp_path, settings, log=messages.append), False) == EXIT_DONE
+    assert run(toy.make_trainer(tmp_path, settings, log=messages.append), False) == EXIT_DONE
     assert not ours.exists() and not older.exists()
     assert sum("left by an interrupted write" in m for m in messages) == 2
 
 
 def test_only_a_corrupt_checkpoint_is_fallen_back_from(tmp_path, monkeypatch):
     settings = toy.settings(steps=8, checkpoint_interval=4)
-    assert train_in_process(tmp_path, settings, max_updates=8) == EXIT_DONE
+    assert toy.train_in_process(tmp_path, settings, max_updates=8) == EXIT_DONE
     real_load = torch.load
 
     def eio(path, *a, **k):
@@ -163,17 +159,17 @@ def test_only_a_corrupt_checkpoint_is_fallen_back_from(tmp_path, monkeypatch):
 
     monkeypatch.setattr(torch, "load", eio)
     with pytest.raises(checkpoint.CheckpointReadError, match="checkpoint_0000008.pt: reading failed"):
-        make_trainer(tmp_path, settings).resume()
+        toy.make_trainer(tmp_path, settings).resume()
 
     # an I/O error that torch wraps into its own: found by reading the file plainly
     monkeypatch.setattr(torch, "load", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("failed reading")))
     monkeypatch.setattr(checkpoint, "_probe", lambda p: (_ for _ in ()).throw(OSError(errno.EIO, "I/O error")))
     with pytest.raises(checkpoint.CheckpointReadError):
-        make_trainer(tmp_path, settings).resume()
+        toy.make_trainer(tmp_path, settings).resume()
 
 
 def test_fp16_skipped_updates_do_not_advance_the_schedule(tmp_path):
-    trainer = make_trainer(tmp_path, toy.settings(steps=4))
+    trainer = toy.make_trainer(tmp_path, toy.settings(steps=4))
     trainer.scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
     hook = trainer.model.decoder[0].ffn.W_2.bias.register_hook(lambda g: torch.full_like(g, float("inf")))
     trainer.update()
@@ -208,7 +204,7 @@ def test_a_nonfinite_loss_on_one_rank_stops_every_rank(tmp_path):
     """Rank 1's loss alone is infinite at update 4: both ranks stop there with exit 3, instead of rank 0
     training on into an all-reduce that rank 1 never joins (a hang until the NCCL/gloo timeout)."""
     settings = toy.settings(steps=40, tokens_per_update=400, max_tokens=200, log_interval=1)
-    args = command(tmp_path, settings)
+    args = toy.train_command(tmp_path, settings)
     script = tmp_path / "nan_on_rank_1.py"
     script.write_text(NAN_ON_RANK_1)
     # --monitor-interval: torchrun's agent looks at its workers every 0.1 s by default, and once one has
@@ -216,8 +212,8 @@ def test_a_nonfinite_loss_on_one_rank_stops_every_rank(tmp_path):
     # own exit 3; looking every 5 s lets both ranks end by themselves first
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2"]
     torchrun += ["--monitor-interval", "5"]
-    torchrun += ["--master-addr", "127.0.0.1", "--master-port", str(free_port()), str(script)]
-    env = {**env_for_subprocess(), "AIAYN_TEST_CALLS": "0"}
+    torchrun += ["--master-addr", "127.0.0.1", "--master-port", str(toy.free_port()), str(script)]
+    env = {**toy.env_for_subprocess(), "AIAYN_TEST_CALLS": "0"}
     done = subprocess.run([*torchrun, *args[2:]], env=env, capture_output=True, text=True, timeout=240)
     assert "the loss is not finite at step 4" in done.stdout, done.stdout + done.stderr[-3000:]
     assert done.returncode != 0 and done.stderr.count(f"exitcode  : {EXIT_NONFINITE} ") == 2  # both ranks
@@ -243,8 +239,8 @@ def test_a_slurm_job_checkpoints_before_its_time_limit_and_requeues_itself(tmp_p
     for tool in ("squeue", "scontrol"):
         (bin_ / tool).chmod(0o755)
     settings = toy.settings(steps=1500, checkpoint_interval=500, log_interval=100)
-    args = command(tmp_path / "run", settings)
-    env = {**env_for_subprocess(), "PATH": f"{bin_}:{os.environ['PATH']}", "SLURM_JOB_ID": "4242"}
+    args = toy.train_command(tmp_path / "run", settings)
+    env = {**toy.env_for_subprocess(), "PATH": f"{bin_}:{os.environ['PATH']}", "SLURM_JOB_ID": "4242"}
     first = subprocess.run(
         [sys.executable, *args, "--stop-margin", "100"], env=env, capture_output=True, text=True, timeout=300
     )
@@ -262,14 +258,14 @@ def test_a_slurm_job_checkpoints_before_its_time_limit_and_requeues_itself(tmp_p
     )
     assert again.returncode == 0 and f"resumed from step {stopped[0]}" in again.stdout, again.stderr
     straight = subprocess.run(
-        [sys.executable, *command(tmp_path / "straight", settings)],
-        env=env_for_subprocess(),
+        [sys.executable, *toy.train_command(tmp_path / "straight", settings)],
+        env=toy.env_for_subprocess(),
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert straight.returncode == 0, straight.stderr
-    assert_same_weights(final_weights(tmp_path / "run"), final_weights(tmp_path / "straight"))
+    toy.assert_same_weights(toy.final_weights(tmp_path / "run"), toy.final_weights(tmp_path / "straight"))
 
 
 def test_the_deadline_follows_a_changed_time_limit():

@@ -18,10 +18,9 @@ import threading
 import time
 
 import pytest
+import toy
 import yaml
-from conftest import ROOT
-from test_e2e import tiny_demo_config
-from test_train import assert_same_weights
+from conftest import ROOT, tiny_demo_config
 
 from aiayn.training import checkpoint
 
@@ -147,7 +146,7 @@ def test_tiny_study_through_the_slurm_profile(tmp_path):
         reference = single_process_run(tmp_path, output, experiment)
         final = checkpoint.load(results / experiment / "checkpoints/last.pt")
         assert final["step"] == reference["step"]
-        assert_same_weights(final["model"], reference["model"], exact=False)
+        toy.assert_same_weights(final["model"], reference["model"], exact=False)
     assert done.get("job"), "the base training job was never seen running"
     # base trains longer than one job's time (big's 24 steps fit in one)
     metrics = (results / "base/metrics.jsonl").read_text().splitlines()

@@ -12,7 +12,9 @@ import sys
 
 import pytest
 
-from aiayn.report.tables import build, markdown_document, paper_cost, to_csv
+from aiayn.report.format import to_csv
+from aiayn.report.tables import build, markdown_document, paper_cost
+from aiayn.study import config as cfg
 
 
 def test_cost_formula_reproduces_the_papers_figures():
@@ -32,7 +34,7 @@ def fabricate(
     hours=2.0,
     gpus=8,
     device="NVIDIA H100 80GB HBM3",
-    precision=None,
+    precision="bf16",
     lines_scored=3003,
     pairs=4_500_000,
 ):
@@ -43,16 +45,23 @@ def fabricate(
     report.write_text(json.dumps({"kept": pairs}))
     start = 1_000_000.0
     lines = [
-        {"event": "start", "step": 0, "world_size": gpus, "device_name": device, "params": 1_000_000, "wall": start}
+        {
+            "event": "start",
+            "step": 0,
+            "world_size": gpus,
+            "device_name": device,
+            "params": 1_000_000,
+            "wall": start,
+            "precision": precision,
+        }  # fmt: skip
     ]
-    if precision:
-        lines[0]["precision"] = precision
     lines += [
         {
             "step": s,
             "loss": 2.0,
             "lr": 1e-3,
             "tgt_tokens_per_update": 25000,
+            "flops_per_update": 6 * 1_000_000 * 25000,  # 6 x parameters x target tokens, as counted
             "wall": start + hours * 3600 * s / steps_done,
         }
         for s in (steps_done // 2, steps_done)
@@ -193,18 +202,10 @@ def test_table3_rows_are_compared_with_the_papers_variation_of_their_letter(tmp_
     )
 
 
-def test_table4_delta_only_for_the_papers_parser(tmp_path):
-    parser = {
-        "N": 4,
-        "d_model": 1024,
-        "d_ff": 4096,
-        "h": 16,
-        "d_k": 64,
-        "d_v": 64,
-        "P_drop": 0.3,
-        "positional": "sinusoidal",
-        "pre_norm": False,
-    }
+def test_table4_delta_only_for_the_papers_parser(tmp_path, paper_config):
+    """The parser of config.yaml's `parser` preset (§6.3: 4 layers, d_model 1024) is the paper's;
+    one with another of the paper's stated settings (3 layers) is not."""
+    parser = {**cfg.validate(paper_config)["presets"]["parser"]["model"]}
     exp = {
         **spec("parse-wsj", None, 1000, model=parser, average=1),
         "preset": "parser",
@@ -224,9 +225,19 @@ def test_table4_delta_only_for_the_papers_parser(tmp_path):
     (tmp_path / "data/wsj").mkdir(parents=True)
     (tmp_path / "data/wsj/train.src").write_text("w\n" * 39_832)
     (folder / "metrics.jsonl").write_text(
-        json.dumps({"event": "start", "step": 0, "world_size": 1, "device_name": "cpu", "params": 1, "wall": 0.0})
+        json.dumps(
+            {
+                "event": "start",
+                "step": 0,
+                "world_size": 1,
+                "device_name": "cpu",
+                "params": 1,
+                "precision": "fp32",
+                "wall": 0.0,
+            }
+        )
         + "\n"
-        + json.dumps({"step": 1000, "loss": 1.0, "tgt_tokens_per_update": 9, "wall": 1.0})
+        + json.dumps({"step": 1000, "loss": 1.0, "tgt_tokens_per_update": 9, "flops_per_update": 1.0, "wall": 1.0})
         + "\n"
     )
     (row,) = build(4, tmp_path, [exp])
@@ -234,6 +245,9 @@ def test_table4_delta_only_for_the_papers_parser(tmp_path):
     (tmp_path / "data/wsj/train.src").write_text("w\n" * 300)
     (row,) = build(4, tmp_path, [exp])
     assert row["delta"] is None and row["setting"] == "not comparable: 300 training pairs (paper ~40,000)"
+    (tmp_path / "data/wsj/train.src").write_text("w\n" * 39_832)
+    (row,) = build(4, tmp_path, [{**exp, "model": {**parser, "N": 3}}])
+    assert row["delta"] is None and row["setting"] == "not comparable: N 3 (paper 4)"
 
 
 @pytest.mark.parametrize(

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +15,7 @@ import toy
 from conftest import ROOT, real_data
 
 import aiayn
-from aiayn.data import binary as encoded
+from aiayn.data import binary
 from aiayn.data.binary import BOS, EOS, PAD
 from aiayn.training import checkpoint, metrics
 from aiayn.training.batching import Batcher, Prefetcher, collate, micro_batch_budget
@@ -27,8 +24,6 @@ from aiayn.training.trainer import (
     EXIT_DONE,
     EXIT_NONFINITE,
     EXIT_PREEMPTED,
-    RunFiles,
-    Trainer,
     label_smoothed_loss,
     rate,
     run,
@@ -44,7 +39,7 @@ def test_learning_rate_schedule(step):
 
 
 def test_scheduler_gives_each_update_its_rate(tmp_path):
-    trainer = make_trainer(tmp_path, toy.settings(steps=3, warmup_steps=4))
+    trainer = toy.make_trainer(tmp_path, toy.settings(steps=3, warmup_steps=4))
     lrs = []
     for _ in range(3):
         lrs.append(trainer.scheduler.get_last_lr()[0])
@@ -65,7 +60,7 @@ def test_label_smoothed_loss_by_hand():
 
 # -- batching -------------------------------------------------------------------------------------
 def test_every_pair_once_per_epoch_and_budget_respected(tmp_path):
-    data = encoded.read(toy.corpus(tmp_path / "t.bin", n=500))
+    data = binary.read(toy.corpus(tmp_path / "t.bin", n=500))
     batcher = Batcher(data, budget=120, seed=3, per_update=2)
     for epoch in (0, 1):
         batches = batcher.epoch(epoch)
@@ -77,7 +72,7 @@ def test_every_pair_once_per_epoch_and_budget_respected(tmp_path):
 
 
 def test_update_stream_crosses_epochs(tmp_path):
-    data = encoded.read(toy.corpus(tmp_path / "t.bin", n=100))
+    data = binary.read(toy.corpus(tmp_path / "t.bin", n=100))
     batcher = Batcher(data, budget=100, seed=0, per_update=3)
     n = batcher.n_batches
     stream = [b for step in range(1, n + 2) for b in batcher.update(step)]  # 3 (n + 1) micro-batches
@@ -113,41 +108,8 @@ def test_padding_and_tokens_per_update_on_real_sentence_lengths():
 
 
 # -- training runs ----------------------------------------------------------------------------------
-def make_trainer(tmp_path: Path, settings: dict, env: Env | None = None, log=lambda m: None) -> Trainer:
-    train = (
-        encoded.read(toy.corpus(tmp_path / "train.bin", n=200, seed=0))
-        if not (tmp_path / "train.bin").exists()
-        else encoded.read(tmp_path / "train.bin")
-    )
-    dev = (
-        encoded.read(toy.corpus(tmp_path / "dev.bin", n=30, seed=1))
-        if not (tmp_path / "dev.bin").exists()
-        else encoded.read(tmp_path / "dev.bin")
-    )
-    files = RunFiles(tmp_path / "checkpoints", tmp_path / "checkpoints" / "last.pt", tmp_path / "metrics.jsonl")
-    return Trainer(settings, train, dev, files, env or Env(), log)
-
-
-def train_in_process(folder: Path, settings: dict, *, max_updates=None, stop=False) -> int:
-    folder.mkdir(parents=True, exist_ok=True)
-    return run(make_trainer(folder, settings), stop, max_updates=max_updates)
-
-
-def final_weights(folder: Path) -> dict:
-    return checkpoint.load(folder / "checkpoints" / "last.pt")["model"]
-
-
-def assert_same_weights(a: dict, b: dict, exact=True):
-    assert a.keys() == b.keys()
-    for k in a:
-        if exact:
-            assert torch.equal(a[k], b[k]), k
-        else:
-            torch.testing.assert_close(a[k], b[k], rtol=1e-5, atol=1e-6, msg=k)
-
-
 def test_collate_pads_and_marks_each_pair_as_written_by_hand(tmp_path):
-    corpus = encoded.read(toy.corpus(tmp_path / "c.bin", n=50, seed=4))
+    corpus = binary.read(toy.corpus(tmp_path / "c.bin", n=50, seed=4))
     indices = np.array([7, 3, 41, 3, 0])
     batch = collate(corpus, indices, pin=False)
     S = max(len(corpus.src(i)) for i in indices) + 1
@@ -183,24 +145,26 @@ def test_prefetching_and_compiling_change_no_result(tmp_path, option):
     plain = toy.settings(steps=6, prefetch=0)
     if "compile" in option:
         plain["model"]["P_drop"] = 0.0
-    assert train_in_process(tmp_path / "plain", plain) == EXIT_DONE
+    assert toy.train_in_process(tmp_path / "plain", plain) == EXIT_DONE
     assert (
-        train_in_process(tmp_path / "other", {**plain, "train": {**plain["train"], "prefetch": 2, **option}})
+        toy.train_in_process(tmp_path / "other", {**plain, "train": {**plain["train"], "prefetch": 2, **option}})
         == EXIT_DONE
     )
-    plain_w, other_w = final_weights(tmp_path / "plain"), final_weights(tmp_path / "other")
+    plain_w, other_w = toy.final_weights(tmp_path / "plain"), toy.final_weights(tmp_path / "other")
     if "compile" in option:
         # softmax ignores a constant added to all keys, so the key biases' exact gradient is 0 and Adam
         # turns their rounding noise into full-size steps: these alone follow each kernel's rounding
         for w in (plain_w, other_w):
             for key in [k for k in w if k.endswith("W_k.bias")]:
                 del w[key]
-    assert_same_weights(plain_w, other_w, exact="compile" not in option)
+    toy.assert_same_weights(plain_w, other_w, exact="compile" not in option)
 
 
 def test_training_reduces_the_loss(tmp_path):
     assert (
-        train_in_process(tmp_path, toy.settings(steps=200, warmup_steps=30, checkpoint_interval=100, log_interval=20))
+        toy.train_in_process(
+            tmp_path, toy.settings(steps=200, warmup_steps=30, checkpoint_interval=100, log_interval=20)
+        )
         == EXIT_DONE
     )
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
@@ -224,23 +188,23 @@ def test_training_reduces_the_loss(tmp_path):
 
 def test_resume_is_bit_identical(tmp_path):
     settings = toy.settings(steps=12, checkpoint_interval=4)
-    assert train_in_process(tmp_path / "straight", settings) == EXIT_DONE
+    assert toy.train_in_process(tmp_path / "straight", settings) == EXIT_DONE
     # k = 6 updates, then the process dies (the last checkpoint is step 4), then the job reruns
-    assert train_in_process(tmp_path / "resumed", settings, max_updates=6) == EXIT_DONE
+    assert toy.train_in_process(tmp_path / "resumed", settings, max_updates=6) == EXIT_DONE
     assert not (tmp_path / "resumed/checkpoints/last.pt").exists()
-    assert train_in_process(tmp_path / "resumed", settings) == EXIT_DONE
-    assert_same_weights(final_weights(tmp_path / "straight"), final_weights(tmp_path / "resumed"))
+    assert toy.train_in_process(tmp_path / "resumed", settings) == EXIT_DONE
+    toy.assert_same_weights(toy.final_weights(tmp_path / "straight"), toy.final_weights(tmp_path / "resumed"))
     steps = [json.loads(line).get("step") for line in (tmp_path / "resumed/metrics.jsonl").read_text().splitlines()]
     assert steps.count(6) == 1  # the dead run's records past its checkpoint were dropped
 
 
 def test_stop_flag_writes_a_checkpoint_and_resumes_exactly(tmp_path):
     settings = toy.settings(steps=12, checkpoint_interval=4)
-    assert train_in_process(tmp_path / "straight", settings) == EXIT_DONE
-    assert train_in_process(tmp_path / "stopped", settings, max_updates=None, stop=True) == EXIT_PREEMPTED
+    assert toy.train_in_process(tmp_path / "straight", settings) == EXIT_DONE
+    assert toy.train_in_process(tmp_path / "stopped", settings, max_updates=None, stop=True) == EXIT_PREEMPTED
     assert (tmp_path / "stopped/checkpoints/checkpoint_0000001.pt").exists()  # stopped after its first update
-    assert train_in_process(tmp_path / "stopped", settings) == EXIT_DONE
-    assert_same_weights(final_weights(tmp_path / "straight"), final_weights(tmp_path / "stopped"))
+    assert toy.train_in_process(tmp_path / "stopped", settings) == EXIT_DONE
+    toy.assert_same_weights(toy.final_weights(tmp_path / "straight"), toy.final_weights(tmp_path / "stopped"))
 
 
 class StopAt:
@@ -254,29 +218,29 @@ class StopAt:
 
 
 def test_a_stop_at_an_off_grid_step_is_resumed_from_but_never_averaged(tmp_path):
-    from aiayn.training.average import last_checkpoints
+    from aiayn.training.average import newest_on_grid
 
     settings = toy.settings(steps=12, checkpoint_interval=4, keep_checkpoints=3)
-    trainer = make_trainer(tmp_path, settings)
+    trainer = toy.make_trainer(tmp_path, settings)
     assert run(trainer, StopAt(trainer, 6)) == EXIT_PREEMPTED
     folder = tmp_path / "checkpoints"
     assert sorted(p.name for p in folder.glob("checkpoint_*.pt")) == ["checkpoint_0000004.pt", "checkpoint_0000006.pt"]
-    assert train_in_process(tmp_path, settings) == EXIT_DONE
+    assert toy.train_in_process(tmp_path, settings) == EXIT_DONE
     assert sorted(p.name for p in folder.glob("checkpoint_*.pt")) == [
         "checkpoint_0000004.pt",
         "checkpoint_0000008.pt",
         "checkpoint_0000012.pt",
     ]  # the off-grid one went with the next regular save; pruning kept 3 grid checkpoints
-    assert [p.name for p in last_checkpoints(folder, 3, 4, 12)][0] == "checkpoint_0000004.pt"
+    assert [p.name for p in newest_on_grid(folder, 3, 4, 12)][0] == "checkpoint_0000004.pt"
 
 
 def test_corrupt_newest_checkpoint_falls_back(tmp_path):
     settings = toy.settings(steps=12, checkpoint_interval=4)
-    assert train_in_process(tmp_path / "a", settings, max_updates=8) == EXIT_DONE
+    assert toy.train_in_process(tmp_path / "a", settings, max_updates=8) == EXIT_DONE
     newest = tmp_path / "a/checkpoints/checkpoint_0000008.pt"
     newest.write_bytes(newest.read_bytes()[:1000])
     messages = []
-    trainer = make_trainer(tmp_path / "a", settings, log=messages.append)
+    trainer = toy.make_trainer(tmp_path / "a", settings, log=messages.append)
     trainer.resume()
     assert trainer.step == 4
     assert any("checkpoint_0000008.pt: not a readable checkpoint" in m for m in messages)
@@ -284,7 +248,7 @@ def test_corrupt_newest_checkpoint_falls_back(tmp_path):
 
 def test_checkpoints_are_self_describing_and_pruned(tmp_path):
     settings = toy.settings(steps=12, checkpoint_interval=2, keep_checkpoints=3)
-    assert train_in_process(tmp_path, settings) == EXIT_DONE
+    assert toy.train_in_process(tmp_path, settings) == EXIT_DONE
     kept = sorted(p.name for p in (tmp_path / "checkpoints").glob("checkpoint_*.pt"))
     assert kept == ["checkpoint_0000008.pt", "checkpoint_0000010.pt", "checkpoint_0000012.pt"]
     state = checkpoint.load(tmp_path / "checkpoints" / "last.pt")
@@ -295,7 +259,7 @@ def test_checkpoints_are_self_describing_and_pruned(tmp_path):
 
 def test_nonfinite_loss_stops_naming_the_step(tmp_path):
     messages = []
-    trainer = make_trainer(tmp_path, toy.settings(steps=10, log_interval=2), log=messages.append)
+    trainer = toy.make_trainer(tmp_path, toy.settings(steps=10, log_interval=2), log=messages.append)
     with torch.no_grad():
         trainer.model.decoder[0].ffn.W_2.bias.fill_(float("nan"))
     assert run(trainer, False) == EXIT_NONFINITE
@@ -310,10 +274,10 @@ def grad_norm(model) -> float:
 
 
 def test_clip_norm_bounds_the_update_gradient(tmp_path):
-    free = make_trainer(tmp_path / "free", toy.settings(clip_norm=0.0))
+    free = toy.make_trainer(tmp_path / "free", toy.settings(clip_norm=0.0))
     free.update()
     assert grad_norm(free.model) > 0.05  # what clipping is for: the raw gradient is larger
-    clipped = make_trainer(tmp_path / "clipped", toy.settings(clip_norm=0.05))
+    clipped = toy.make_trainer(tmp_path / "clipped", toy.settings(clip_norm=0.05))
     clipped.update()
     assert grad_norm(clipped.model) == pytest.approx(0.05, rel=1e-4)
 
@@ -322,7 +286,7 @@ def test_loss_scaling_skips_an_overflowing_update_and_goes_on(tmp_path):
     """The fp16 path (GradScaler) on the CPU, with an overflow forced into one gradient: that update
     changes no weight and lowers the scale, the next one trains."""
     messages = []
-    trainer = make_trainer(tmp_path, toy.settings(steps=4), log=messages.append)
+    trainer = toy.make_trainer(tmp_path, toy.settings(steps=4), log=messages.append)
     trainer.scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     hook = trainer.model.decoder[0].ffn.W_2.bias.register_hook(lambda g: torch.full_like(g, float("inf")))
@@ -336,49 +300,13 @@ def test_loss_scaling_skips_an_overflowing_update_and_goes_on(tmp_path):
 
 
 # -- the command, torchrun and signals ---------------------------------------------------------------
-def command(tmp_path: Path, settings: dict, *extra: str) -> list[str]:
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    (tmp_path / "experiment.json").write_text(json.dumps(settings))
-    toy.corpus(tmp_path / "train.bin", n=200, seed=0)
-    toy.corpus(tmp_path / "dev.bin", n=30, seed=1)
-    return [
-        "-m",
-        "aiayn",
-        "train",
-        "--settings",
-        str(tmp_path / "experiment.json"),
-        "--train",
-        str(tmp_path / "train.bin"),
-        "--dev",
-        str(tmp_path / "dev.bin"),
-        "--checkpoints",
-        str(tmp_path / "checkpoints"),
-        "--out",
-        str(tmp_path / "checkpoints" / "last.pt"),
-        *extra,
-    ]
-
-
-def env_for_subprocess() -> dict:
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), OMP_NUM_THREADS="1")
-    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(key, None)
-    return env
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_ddp_two_processes_equal_one_process_with_accumulation_two(tmp_path):
     # one process: micro-batches of 200 tokens, 2 per update; two processes: 1 each
     single = toy.settings(steps=6, tokens_per_update=400, max_tokens=200)
     assert single["model"]["P_drop"] > 0  # dropout masks follow the micro-batch, not the process
     run1 = subprocess.run(
-        [sys.executable, *command(tmp_path / "one", single)],
-        env=env_for_subprocess(),
+        [sys.executable, *toy.train_command(tmp_path / "one", single)],
+        env=toy.env_for_subprocess(),
         capture_output=True,
         text=True,
         timeout=300,
@@ -396,18 +324,18 @@ def test_ddp_two_processes_equal_one_process_with_accumulation_two(tmp_path):
         "--master-addr",
         "127.0.0.1",
         "--master-port",
-        str(free_port()),
+        str(toy.free_port()),
     ]
     run2 = subprocess.run(
-        [*torchrun, *command(tmp_path / "two", single)],
-        env=env_for_subprocess(),
+        [*torchrun, *toy.train_command(tmp_path / "two", single)],
+        env=toy.env_for_subprocess(),
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert run2.returncode == 0, run2.stderr[-3000:]
     assert "on 2 x cpu, 1 micro-batch(es)" in run2.stdout
-    assert_same_weights(final_weights(tmp_path / "one"), final_weights(tmp_path / "two"), exact=False)
+    toy.assert_same_weights(toy.final_weights(tmp_path / "one"), toy.final_weights(tmp_path / "two"), exact=False)
     l1 = [
         json.loads(line)["loss"]
         for line in (tmp_path / "one/metrics.jsonl").read_text().splitlines()
@@ -423,9 +351,9 @@ def test_ddp_two_processes_equal_one_process_with_accumulation_two(tmp_path):
 
 def test_sigterm_mid_run_checkpoints_and_resumes(tmp_path):
     settings = toy.settings(steps=400, checkpoint_interval=1000, log_interval=5)
-    args = command(tmp_path, settings)
+    args = toy.train_command(tmp_path, settings)
     proc = subprocess.Popen(
-        [sys.executable, *args], env=env_for_subprocess(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, *args], env=toy.env_for_subprocess(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     metrics = tmp_path / "metrics.jsonl"
     deadline = time.time() + 120
@@ -438,7 +366,7 @@ def test_sigterm_mid_run_checkpoints_and_resumes(tmp_path):
     saved = list((tmp_path / "checkpoints").glob("checkpoint_*.pt"))
     assert len(saved) == 1 and 0 < checkpoint.load(saved[0])["step"] < 400
     again = subprocess.run(
-        [sys.executable, *args], env=env_for_subprocess(), capture_output=True, text=True, timeout=600
+        [sys.executable, *args], env=toy.env_for_subprocess(), capture_output=True, text=True, timeout=600
     )
     assert again.returncode == 0, again.stderr
     assert "resumed from step" in again.stdout
@@ -446,10 +374,10 @@ def test_sigterm_mid_run_checkpoints_and_resumes(tmp_path):
 
 
 def test_bad_input_is_one_clear_line(tmp_path):
-    args = command(tmp_path, toy.settings())
+    args = toy.train_command(tmp_path, toy.settings())
     (tmp_path / "train.bin").write_bytes(b"not a corpus")
     run_ = subprocess.run(
-        [sys.executable, *args], env=env_for_subprocess(), capture_output=True, text=True, timeout=120
+        [sys.executable, *args], env=toy.env_for_subprocess(), capture_output=True, text=True, timeout=120
     )
     assert run_.returncode == 2
     assert run_.stderr.strip().splitlines() == [
@@ -458,33 +386,29 @@ def test_bad_input_is_one_clear_line(tmp_path):
 
 
 def test_an_unknown_gpu_says_its_peak_is_unknown():
-    from types import SimpleNamespace
+    from aiayn.training.progress import format_start, start_record
 
-    from aiayn.training.progress import format_start
+    rec = start_record(env=Env(), step=0, accumulation=1, budget=100, params=10, precision="bf16")
 
-    t = SimpleNamespace(
-        env=Env(),
-        settings={"name": "x"},
-        params=10,
-        accumulation=1,
-        batcher=SimpleNamespace(budget=100),
-        tr={"steps": 5},
-        step=0,
-        arithmetic="bf16",
+    def line(device):
+        return format_start({**rec, "device_name": device}, name="x", total=5)
+
+    assert line("NVIDIA L40") == (
+        "training x: 10 parameters on 1 x NVIDIA L40; peak bf16 FLOP/s of this GPU unknown "
+        "(aiayn.training.hardware.PEAKS): no MFU, 1 micro-batch(es) of <= 100 tokens per side per process, step 0 -> 5"
     )
-    line = format_start(t, {"device_name": "NVIDIA L40"})
-    assert "on 1 x NVIDIA L40; peak bf16 FLOP/s of this GPU unknown (aiayn.hardware.PEAKS): no MFU" in line
-    assert "unknown" not in format_start(t, {"device_name": "NVIDIA H100 80GB HBM3"})
-    assert "unknown" not in format_start(t, {"device_name": "cpu"})
+    assert "unknown" not in line("NVIDIA H100 80GB HBM3")
+    assert "unknown" not in line("cpu")
 
 
 @pytest.mark.parametrize("shared", [True, False])
 def test_counted_flops_equal_torchs_flop_counter(shared):
-    """The count behind TFLOP/s and MFU (aiayn.hardware.training_flops) against torch's own counter of
+    """The count behind TFLOP/s and MFU (aiayn.training.hardware.training_flops) against torch's own counter of
     one forward and backward pass, on a model whose d_k, d_v and h*d_k differ from d_model."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    from aiayn.model.transformer import ModelConfig, build
+    from aiayn.model.hparams import ModelConfig
+    from aiayn.model.transformer import build
     from aiayn.training.hardware import training_flops
 
     cfg = ModelConfig.from_dict(
@@ -511,7 +435,7 @@ def test_counted_flops_equal_torchs_flop_counter(shared):
 def test_progress_reports_the_counted_flops_of_its_updates(tmp_path):
     from aiayn.training.hardware import training_flops
 
-    trainer = make_trainer(tmp_path, toy.settings(steps=2, log_interval=2))
+    trainer = toy.make_trainer(tmp_path, toy.settings(steps=2, log_interval=2))
     micro = trainer.batcher.update(1)
     want = sum(
         training_flops(trainer.model_cfg.to_dict(), trainer.batcher.src_len[b], trainer.batcher.tgt_len[b])

@@ -13,7 +13,7 @@ import toy
 import yaml
 from conftest import ROOT
 
-from aiayn.data import binary as encoded
+from aiayn.data import binary
 from aiayn.training import checkpoint
 
 
@@ -48,11 +48,11 @@ def tiny_study(workdir: Path, steps: int) -> Path:
     sha = {side: hashlib.sha256((data / f"spm.{side}.model").read_bytes()).hexdigest() for side in ("src", "tgt")}
     for split, n, seed in (("train", 300, 0), ("dev", 30, 1)):
         toy.corpus(data / f"{split}.bin", n=n, seed=seed)
-        corpus = encoded.read(data / f"{split}.bin")
+        corpus = binary.read(data / f"{split}.bin")
         src = (corpus.src_tokens, corpus.src_offsets)
         tgt = (corpus.tgt_tokens, corpus.tgt_offsets)
         meta = {**corpus.header["meta"], "spm_src_sha256": sha["src"], "spm_tgt_sha256": sha["tgt"]}
-        encoded.write(data / f"{split}.bin", src, tgt, dtype=corpus.src_tokens.dtype, meta=meta)
+        binary.write(data / f"{split}.bin", src, tgt, dtype=corpus.src_tokens.dtype, meta=meta)
     return workdir
 
 

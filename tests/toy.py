@@ -1,12 +1,23 @@
-"""A toy task for training tests: reverse a random sequence of tokens (needs attention to learn)."""
+"""A toy task for training tests: reverse a random sequence of tokens (needs attention to learn),
+and how the tests train it: in-process (`make_trainer`, `train_in_process`) or as the command
+(`train_command`, in a subprocess environment of its own)."""
 
 from __future__ import annotations
 
 import copy
+import json
+import os
+import socket
+from pathlib import Path
 
 import numpy as np
+import torch
+from conftest import ROOT
 
-from aiayn.data import binary as encoded
+from aiayn.data import binary
+from aiayn.training import checkpoint
+from aiayn.training.distributed import Env
+from aiayn.training.trainer import RunFiles, Trainer, run
 
 VOCAB = 24  # ids 0-3 are PAD, UNK, BOS, EOS
 
@@ -42,6 +53,8 @@ SETTINGS = {
         "keep_checkpoints": 5,
         "clip_norm": 0.0,
         "precision": "fp32",
+        "compile": False,
+        "prefetch": 2,
         "seed": 1,
         "log_interval": 2,
     },
@@ -55,12 +68,93 @@ def settings(**train) -> dict:
     return s
 
 
+def from_sequences(src_seqs, tgt_seqs):
+    """(tokens, offsets) per side from lists of id sequences, as `binary.write` takes them."""
+
+    def pack(seqs):
+        lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        tokens = np.concatenate([np.asarray(s, dtype=np.int64) for s in seqs]) if len(seqs) else np.empty(0, np.int64)
+        return tokens, offsets
+
+    return pack(src_seqs), pack(tgt_seqs)
+
+
 def corpus(path, n=200, seed=0, min_len=2, max_len=12):
     """Write an encoded reversal corpus of n pairs to `path`; return its path."""
     rng = np.random.default_rng(seed)
     src = [rng.integers(4, VOCAB, size=rng.integers(min_len, max_len + 1)) for _ in range(n)]
     tgt = [s[::-1] for s in src]
-    src_arrays, tgt_arrays = encoded.from_sequences(src, tgt)
+    src_arrays, tgt_arrays = from_sequences(src, tgt)
     meta = {"src_vocab": VOCAB, "tgt_vocab": VOCAB}
-    encoded.write(path, src_arrays, tgt_arrays, dtype=encoded.token_dtype(VOCAB), meta=meta)
+    binary.write(path, src_arrays, tgt_arrays, dtype=binary.token_dtype(VOCAB), meta=meta)
     return path
+
+
+def make_trainer(tmp_path: Path, settings: dict, env: Env | None = None, log=lambda m: None) -> Trainer:
+    train = (
+        binary.read(corpus(tmp_path / "train.bin", n=200, seed=0))
+        if not (tmp_path / "train.bin").exists()
+        else binary.read(tmp_path / "train.bin")
+    )
+    dev = (
+        binary.read(corpus(tmp_path / "dev.bin", n=30, seed=1))
+        if not (tmp_path / "dev.bin").exists()
+        else binary.read(tmp_path / "dev.bin")
+    )
+    files = RunFiles(tmp_path / "checkpoints", tmp_path / "checkpoints" / "last.pt", tmp_path / "metrics.jsonl")
+    return Trainer(settings, train, dev, files, env or Env(), log)
+
+
+def train_in_process(folder: Path, settings: dict, *, max_updates=None, stop=False) -> int:
+    folder.mkdir(parents=True, exist_ok=True)
+    return run(make_trainer(folder, settings), stop, max_updates=max_updates)
+
+
+def final_weights(folder: Path) -> dict:
+    return checkpoint.load(folder / "checkpoints" / "last.pt")["model"]
+
+
+def assert_same_weights(a: dict, b: dict, exact=True):
+    assert a.keys() == b.keys()
+    for k in a:
+        if exact:
+            assert torch.equal(a[k], b[k]), k
+        else:
+            torch.testing.assert_close(a[k], b[k], rtol=1e-5, atol=1e-6, msg=k)
+
+
+def train_command(tmp_path: Path, settings: dict, *extra: str) -> list[str]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "experiment.json").write_text(json.dumps(settings))
+    corpus(tmp_path / "train.bin", n=200, seed=0)
+    corpus(tmp_path / "dev.bin", n=30, seed=1)
+    return [
+        "-m",
+        "aiayn",
+        "train",
+        "--settings",
+        str(tmp_path / "experiment.json"),
+        "--train",
+        str(tmp_path / "train.bin"),
+        "--dev",
+        str(tmp_path / "dev.bin"),
+        "--checkpoints",
+        str(tmp_path / "checkpoints"),
+        "--out",
+        str(tmp_path / "checkpoints" / "last.pt"),
+        *extra,
+    ]
+
+
+def env_for_subprocess() -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), OMP_NUM_THREADS="1")
+    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(key, None)
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

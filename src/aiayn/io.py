@@ -1,6 +1,9 @@
-"""File writing that never leaves a half-written file under a final name: `atomic_paths` is the
-one mechanism every writer of the package goes through (text, JSON, checkpoints, corpora,
-vocabularies, archives, figures).
+"""File writing that never leaves a half-written file under a final name: `atomic_paths` for files
+(text, JSON, checkpoints, corpora, vocabularies, archives, figures) and `atomic_dir` for a folder
+written whole (an exported model) are the one mechanism the package's outputs go through. Two
+writers are not atomic by design: a download grows `<out>.part` across attempts so that the next
+resumes it (`aiayn.data.download`, renamed once verified), and `metrics.jsonl` is appended to, a
+record per write (`aiayn.training.metrics`).
 
 A writer gets temporary paths in the targets' folders, unique to it (two writers running at once
 never share one), writes them, and on success each is flushed to disk, given the permissions of
@@ -9,8 +12,8 @@ an ordinary new file (the umask honoured) and renamed into place; on failure the
 A writer killed outright (kill -9, a node lost) cannot remove its temporary files. Their names
 say whose they were, `.<target>.<host>-<pid>.<random>.tmp`, so the next writer of the same
 target removes them (`remove_leftovers`): those of a process of this host that no longer runs,
-and those of another host untouched for `STALE_AFTER_S`. Scratch folders (`scratch_dir`) are
-named and cleaned the same way.
+and those of another host untouched for `STALE_AFTER_S`. Scratch folders (`scratch_dir`) and the
+folders of `atomic_dir` are named and cleaned the same way.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import shutil
 import socket
 import tempfile
@@ -168,6 +172,37 @@ def scratch_dir(target: str | os.PathLike) -> Iterator[Path]:
     remove_leftovers(target.parent, target.name)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{target.name}.{_owner()}.", suffix=".tmp") as tmp:
         yield Path(tmp)
+
+
+@contextlib.contextmanager
+def atomic_dir(target: str | os.PathLike) -> Iterator[Path]:
+    """A fresh folder beside `target` for the caller to fill; once the block succeeds its files are
+    flushed to disk and it replaces `target` whole (an old `target` is moved away, then removed); on
+    an exception it is removed and `target` is unchanged."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    remove_leftovers(target.parent, target.name)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.{_owner()}.", suffix=".tmp"))
+    try:
+        yield tmp
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700
+        for path in tmp.rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                _fsync(path)
+        if target.exists() or target.is_symlink():
+            old = target.parent / f".{target.name}.{_owner()}.{secrets.token_hex(4)}.tmp"
+            os.rename(target, old)
+            os.rename(tmp, target)
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old)
+            else:
+                old.unlink()
+        else:
+            os.rename(tmp, target)
+        _fsync(target.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

@@ -1,4 +1,5 @@
-# Thin glue between config.yaml and the aiayn package: everything here calls into src/aiayn.
+# Thin glue between config.yaml and the aiayn package: the experiment grid is aiayn.study.Study,
+# file names are aiayn.study.layout.Layout; the get_* input functions below only hand wildcards to them.
 import json
 import re
 import shlex
@@ -18,9 +19,9 @@ from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 
 from aiayn.study.config import ConfigError, validate
-from aiayn.study.launch import LaunchError, launcher
-from aiayn.study.layout import Layout, mirrored
 from aiayn.study.grid import Study, sources_line
+from aiayn.study.launch import LaunchError, launcher
+from aiayn.study.layout import mirrored
 
 try:
     config.update(validate(config))
@@ -31,7 +32,7 @@ except ConfigError as exc:
 for _reason in STUDY.skipped.values():
     logger.warning(f"config: {_reason}")
 
-LAYOUT = Layout(config["results"])
+LAYOUT = STUDY.layout
 # which config files define this study, for the tables' first line
 STUDY_SOURCES = sources_line(
     [str(f) for f in workflow.overwrite_configfiles or []],
@@ -59,6 +60,7 @@ wildcard_constraints:
     dataset=_alternatives(STUDY.datasets()),
 
 
+# -- archives -----------------------------------------------------------------------------------
 def get_archive(wildcards):
     return config["archives"][ARCHIVE_FILES[wildcards.archive_file]]
 
@@ -75,6 +77,12 @@ def get_archive_files(dataset, part):
     return list(get_archive_map(dataset, part).values())
 
 
+def get_treebank_archive(wildcards):
+    name = STUDY.dataset(wildcards.dataset).get("treebank_archive")
+    return [LAYOUT.download(STUDY.archive_file(name))] if name else []
+
+
+# -- partial targets ----------------------------------------------------------------------------
 def get_data_targets():
     out = []
     for ds in STUDY.datasets():
@@ -95,89 +103,99 @@ def get_vocab_targets():
     ] + [LAYOUT.vocab_info(ds) for ds in STUDY.datasets()]
 
 
+# -- one experiment's inputs (wildcards.experiment) ---------------------------------------------
 def get_dataset(wildcards):
     return STUDY.experiment(wildcards.experiment)["dataset"]
 
 
-def target_lang(experiment):
-    ds = STUDY.dataset(STUDY.experiment(experiment)["dataset"])
-    return ds["tgt"] if ds["task"] == "translation" else "trees"
+def get_checkpoints(wildcards):
+    return LAYOUT.checkpoints(wildcards.experiment)
 
 
-def get_expected_lines(experiment, testset):
-    lines = STUDY.dataset(STUDY.experiment(experiment)["dataset"])["eval_sets"][
-        testset
-    ].get("lines")
-    return f"--expect-lines {lines}" if lines else ""
+def get_spm_src(wildcards):
+    return LAYOUT.spm(get_dataset(wildcards), "src")
 
 
-def get_reference_side(experiment):
-    """Translations are scored against the target text, parses against the gold trees."""
-    return "tgt" if STUDY.experiment(experiment)["task"] == "translation" else "gold"
+def get_spm_tgt(wildcards):
+    return LAYOUT.spm(get_dataset(wildcards), "tgt")
 
 
-def treebank_settings(dataset):
-    """What preparing a parsing dataset depends on (its vocabulary is not part of it)."""
-    keys = (
-        "treebank",
-        "treebank_archive",
-        "train_sections",
-        "eval_sets",
-        "extra_corpora",
-        "pos_tags",
+def get_train_encoded(wildcards):
+    return LAYOUT.encoded(get_dataset(wildcards), "train")
+
+
+def get_dev_encoded(wildcards):
+    return LAYOUT.encoded(get_dataset(wildcards), STUDY.dev_set(wildcards.experiment))
+
+
+def get_dev_src(wildcards):
+    return LAYOUT.text(
+        get_dataset(wildcards), STUDY.dev_set(wildcards.experiment), "src"
     )
-    return {k: STUDY.dataset(dataset).get(k) for k in keys}
 
 
-def get_treebank_archive(wildcards):
-    name = STUDY.dataset(wildcards.dataset).get("treebank_archive")
-    return [LAYOUT.download(STUDY.archive_file(name))] if name else []
+def get_decoded_model(wildcards):
+    """The model `wildcards.experiment` decodes `wildcards.testset` with: averaged or final."""
+    which = STUDY.model_for(wildcards.experiment, wildcards.testset)
+    return LAYOUT.model(wildcards.experiment, which)
+
+
+def get_test_model(wildcards):
+    """The model `wildcards.experiment` decodes its test set with (what Table 2 reports)."""
+    which = STUDY.model_for(wildcards.experiment, STUDY.test_set(wildcards.experiment))
+    return LAYOUT.model(wildcards.experiment, which)
+
+
+def get_test_score(wildcards):
+    return LAYOUT.score(wildcards.experiment, STUDY.test_set(wildcards.experiment))
+
+
+def get_decode(wildcards):
+    return json.dumps(STUDY.experiment(wildcards.experiment)["decode"])
+
+
+def get_url(wildcards):
+    return mirrored(get_archive(wildcards)["url"], config["mirror"])
+
+
+def get_size_flag(wildcards):
+    size = get_archive(wildcards).get("size")
+    return f"--size {size}" if size else ""
+
+
+def get_vocab_settings(wildcards):
+    return json.dumps(STUDY.dataset(wildcards.dataset)["vocab"])
+
+
+def get_candidates(wildcards):
+    return STUDY.candidates(wildcards.experiment)
+
+
+def get_source(wildcards):
+    return LAYOUT.text(get_dataset(wildcards), wildcards.testset, "src")
+
+
+def get_hypotheses(wildcards):
+    lang = STUDY.target_lang(wildcards.experiment)
+    return LAYOUT.translation(wildcards.experiment, wildcards.testset, lang)
+
+
+def get_reference(wildcards):
+    side = STUDY.reference_side(wildcards.experiment)
+    return LAYOUT.text(get_dataset(wildcards), wildcards.testset, side)
+
+
+def get_expect_lines(wildcards):
+    lines = STUDY.expected_lines(wildcards.experiment, wildcards.testset)
+    return f"--expect-lines {lines}" if lines else ""
 
 
 def get_table_scores(table):
     """The scores a table reads; a table none of whose experiments runs stops with the reason."""
-    reason = STUDY.why_no_table(table)
-    if reason:
-        raise WorkflowError(reason)
-    return [LAYOUT.score(e.experiment, e.testset) for e in STUDY.evaluations(table)]
-
-
-def get_test_set(experiment):
-    return STUDY.dataset(STUDY.experiment(experiment)["dataset"])["test"]
-
-
-def get_model_card(experiment, input):
-    """What the exported model's card says of its run (aiayn.commands.export.model_card)."""
-    exp = STUDY.experiment(experiment)
-    ds = STUDY.dataset(exp["dataset"])
-    return {
-        "name": experiment,
-        "dataset": exp["dataset"],
-        "pair": [ds.get("src"), ds.get("tgt")],
-        "testset": ds["test"],
-        "paper_bleu": exp["paper"].get("bleu"),
-        "score": input.score,
-        "metrics": LAYOUT.metrics(
-            experiment
-        ),  # written by the training, beside its checkpoints
-    }
-
-
-def get_candidates(experiment):
-    """The select command's --candidates: each candidate's setting, dev score, model and metrics."""
-    dev = STUDY.dataset(STUDY.experiment(experiment)["dataset"])["dev"]
-    return json.dumps(
-        [
-            {
-                "name": c,
-                "setting": STUDY.experiment(c)["tuned"],
-                "score": LAYOUT.score(c, dev),
-                "model": LAYOUT.last_checkpoint(c),
-                "metrics": LAYOUT.metrics(c),
-            }
-            for c in STUDY.experiment(experiment)["candidates"]
-        ]
-    )
+    try:
+        return STUDY.table_scores(table)
+    except ConfigError as exc:
+        raise WorkflowError(str(exc)) from None
 
 
 def train_launcher(resources):

@@ -16,11 +16,9 @@ rule download:
     conda:
         "../../envs/data.yaml"
     params:
-        url=lambda w: mirrored(get_archive(w)["url"], config["mirror"]),
+        url=get_url,
         sha256=lambda w: get_archive(w)["sha256"],
-        size=lambda w: (
-            f"--size {get_archive(w)['size']}" if get_archive(w).get("size") else ""
-        ),
+        size=get_size_flag,
     shell:
         "python -m aiayn download --url {params.url:q} --sha256 {params.sha256} {params.size}"
         " --out {output} >> {log} 2>&1"
@@ -112,7 +110,7 @@ rule train_vocab:
         mem_mb=32000,
         runtime=240,
     params:
-        vocab=lambda w: json.dumps(STUDY.dataset(w.dataset)["vocab"]),
+        vocab=get_vocab_settings,
     shell:
         "python -m aiayn vocab --vocab {params.vocab:q} --threads {threads} --train-src {input.src}"
         " --train-tgt {input.tgt} --out-src {output.src} --out-tgt {output.tgt} >> {log} 2>&1"
@@ -133,7 +131,7 @@ rule vocab_info:
     conda:
         "../../envs/data.yaml"
     params:
-        vocab=lambda w: json.dumps(STUDY.dataset(w.dataset)["vocab"]),
+        vocab=get_vocab_settings,
     shell:
         "python -m aiayn vocab-info --vocab {params.vocab:q} --spm-src {input.spm_src} --spm-tgt {input.spm_tgt}"
         " --train-src {input.src} --train-tgt {input.tgt} --out {output} >> {log} 2>&1"

@@ -4,12 +4,10 @@
 
 rule translate:
     input:
-        model=lambda w: LAYOUT.model(
-            w.experiment, STUDY.model_for(w.experiment, w.testset)
-        ),
-        src=lambda w: LAYOUT.text(get_dataset(w), w.testset, "src"),
-        spm_src=lambda w: LAYOUT.spm(get_dataset(w), "src"),
-        spm_tgt=lambda w: LAYOUT.spm(get_dataset(w), "tgt"),
+        model=get_decoded_model,
+        src=get_source,
+        spm_src=get_spm_src,
+        spm_tgt=get_spm_tgt,
     output:
         LAYOUT.translation("{experiment}", "{testset}", "{lang}"),
     log:
@@ -27,7 +25,7 @@ rule translate:
         mem_mb=32000,
         runtime=120,
     params:
-        decode=lambda w: json.dumps(STUDY.experiment(w.experiment)["decode"]),
+        decode=get_decode,
     shell:
         "python -m aiayn translate --model {input.model} --input {input.src} --spm-src {input.spm_src}"
         " --spm-tgt {input.spm_tgt} --decode {params.decode:q} --out {output} >> {log} 2>&1"
@@ -35,12 +33,8 @@ rule translate:
 
 rule score:
     input:
-        hyp=lambda w: LAYOUT.translation(
-            w.experiment, w.testset, target_lang(w.experiment)
-        ),
-        ref=lambda w: LAYOUT.text(
-            get_dataset(w), w.testset, get_reference_side(w.experiment)
-        ),
+        hyp=get_hypotheses,
+        ref=get_reference,
     output:
         LAYOUT.score("{experiment}", "{testset}"),
     log:
@@ -51,10 +45,8 @@ rule score:
         "../../envs/score.yaml"
     params:
         task=lambda w: STUDY.experiment(w.experiment)["task"],
-        expect=lambda w: get_expected_lines(w.experiment, w.testset),
-        scoring=lambda w: json.dumps(
-            {**config["scoring"], **STUDY.dataset(get_dataset(w)).get("scoring", {})}
-        ),
+        expect=get_expect_lines,
+        scoring=lambda w: json.dumps(STUDY.scoring(get_dataset(w))),
     shell:
         "python -m aiayn score --task {params.task} --hyp {input.hyp} --ref {input.ref}"
         " --scoring {params.scoring:q} {params.expect} --out {output} >> {log} 2>&1"

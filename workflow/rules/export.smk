@@ -5,15 +5,13 @@
 
 rule export_model:
     input:
-        model=lambda w: LAYOUT.model(
-            w.experiment, STUDY.model_for(w.experiment, get_test_set(w.experiment))
-        ),
-        spm_src=lambda w: LAYOUT.spm(get_dataset(w), "src"),
-        spm_tgt=lambda w: LAYOUT.spm(get_dataset(w), "tgt"),
-        score=lambda w: LAYOUT.score(w.experiment, get_test_set(w.experiment)),
+        model=get_test_model,
+        spm_src=get_spm_src,
+        spm_tgt=get_spm_tgt,
+        score=get_test_score,
     output:
         hf=directory(LAYOUT.export("{experiment}")),
-        ct2=directory(LAYOUT.export("{experiment}") + "-ct2"),
+        ct2=directory(LAYOUT.export_ct2("{experiment}")),
     log:
         LAYOUT.log("export", "{experiment}"),
     wildcard_constraints:
@@ -21,8 +19,8 @@ rule export_model:
     conda:
         "../../envs/export.yaml"
     params:
-        decode=lambda w: json.dumps(STUDY.experiment(w.experiment)["decode"]),
-        card=lambda w, input: json.dumps(get_model_card(w.experiment, input)),
+        decode=get_decode,
+        card=lambda w: json.dumps(STUDY.model_card(w.experiment)),
     shell:
         "python -m aiayn export --model {input.model} --spm-src {input.spm_src} --spm-tgt {input.spm_tgt}"
         " --decode {params.decode:q} --card {params.card:q} --out {output.hf}"

@@ -17,7 +17,7 @@ rule prepare_treebank:
     conda:
         "../../envs/data.yaml"
     params:
-        dataset=lambda w: json.dumps(treebank_settings(w.dataset)),
+        dataset=lambda w: json.dumps(STUDY.treebank_settings(w.dataset)),
     shell:
         "python -m aiayn prepare-treebank --dataset {params.dataset:q} --split {wildcards.split}"
         " --src {output.src} --tgt {output.tgt} --gold {output.gold} --treebank-archive '{input.archive}'"

@@ -3,11 +3,9 @@
 
 rule figures:
     input:
-        model=LAYOUT.last_checkpoint("{experiment}"),
-        spm_src=lambda w: LAYOUT.spm(get_dataset(w), "src"),
-        dev_src=lambda w: LAYOUT.text(
-            get_dataset(w), STUDY.dataset(get_dataset(w))["dev"], "src"
-        ),
+        model=LAYOUT.final_checkpoint("{experiment}"),
+        spm_src=get_spm_src,
+        dev_src=get_dev_src,
     output:
         curves=report(
             LAYOUT.figure("{experiment}", "learning_curves.png"),

@@ -20,26 +20,24 @@ rule resolve_experiment:
 
 # GPUs per training job: the `gpu` resource (total over the job's `nodes`), set in the profile
 # (profiles/slurm: 8, the paper's one machine with 8 GPUs) or with --set-resources train:gpu=N.
-# Several nodes (or Slurm tasks): train:nodes=N, train:tasks=N, train:mpi=srun (aiayn.launch).
+# Several nodes (or Slurm tasks): train:nodes=N, train:tasks=N, train:mpi=srun (aiayn.study.launch).
 # The trainer derives gradient accumulation from the world size, so the tokens per update stay
 # the paper's ~25k + 25k at any GPU count. Step checkpoints are not declared outputs, so a failed
 # or preempted job keeps them and the next job resumes from the newest one.
 # Time limits: in a Slurm job the trainer checkpoints `stop_margin_s` seconds before the job's time
-# limit and requeues the job, which resumes when it runs again (aiayn.distributed). No Snakemake
+# limit and requeues the job, which resumes when it runs again (aiayn.training.distributed). No Snakemake
 # retries: a non-finite loss (exit 3) or a user error (exit 2) would fail again the same way;
 # what a new attempt can fix, Slurm requeues (this self-requeue; preemption and node failures with
 # --slurm-requeue, set in profiles/slurm).
 rule train:
     input:
         settings=LAYOUT.experiment_json("{experiment}"),
-        train=lambda w: LAYOUT.encoded(get_dataset(w), "train"),
-        dev=lambda w: LAYOUT.encoded(
-            get_dataset(w), STUDY.dataset(get_dataset(w))["dev"]
-        ),
-        spm_src=lambda w: LAYOUT.spm(get_dataset(w), "src"),
-        spm_tgt=lambda w: LAYOUT.spm(get_dataset(w), "tgt"),
+        train=get_train_encoded,
+        dev=get_dev_encoded,
+        spm_src=get_spm_src,
+        spm_tgt=get_spm_tgt,
     output:
-        LAYOUT.last_checkpoint("{experiment}"),
+        LAYOUT.final_checkpoint("{experiment}"),
     log:
         LAYOUT.log("train", "{experiment}"),
     benchmark:
@@ -59,7 +57,7 @@ rule train:
         stop_margin_s=300,
     params:
         launch=lambda w, resources: train_launcher(resources),
-        checkpoints=lambda w: LAYOUT.checkpoints(w.experiment),
+        checkpoints=get_checkpoints,
     shell:
         "{params.launch} -m aiayn train --settings {input.settings} --train {input.train} --dev {input.dev}"
         " --spm-src {input.spm_src} --spm-tgt {input.spm_tgt} --checkpoints {params.checkpoints}"
@@ -70,16 +68,10 @@ rule train:
 # candidates are, each is decoded and scored on the dev set, and the best becomes its model.
 rule select:
     input:
-        scores=lambda w: [
-            LAYOUT.score(c, STUDY.dataset(get_dataset(w))["dev"])
-            for c in STUDY.experiment(w.experiment)["candidates"]
-        ],
-        models=lambda w: [
-            LAYOUT.last_checkpoint(c)
-            for c in STUDY.experiment(w.experiment)["candidates"]
-        ],
+        scores=lambda w: [c["score"] for c in get_candidates(w)],
+        models=lambda w: [c["model"] for c in get_candidates(w)],
     output:
-        model=LAYOUT.last_checkpoint("{experiment}"),
+        model=LAYOUT.final_checkpoint("{experiment}"),
         metrics=LAYOUT.metrics("{experiment}"),
         record=LAYOUT.selected("{experiment}"),
     log:
@@ -89,7 +81,7 @@ rule select:
     conda:
         "../../envs/data.yaml"
     params:
-        candidates=lambda w: get_candidates(w.experiment),
+        candidates=lambda w: json.dumps(get_candidates(w)),
     shell:
         "python -m aiayn select --candidates {params.candidates:q} --out-model {output.model}"
         " --out-metrics {output.metrics} --record {output.record} >> {log} 2>&1"
@@ -97,7 +89,7 @@ rule select:
 
 rule average:
     input:
-        LAYOUT.last_checkpoint("{experiment}"),
+        LAYOUT.final_checkpoint("{experiment}"),
     output:
         model=LAYOUT.average("{experiment}"),
         record=LAYOUT.average_record("{experiment}"),
@@ -114,7 +106,7 @@ rule average:
             "checkpoint_interval"
         ],
         final=lambda w: STUDY.experiment(w.experiment)["train"]["steps"],
-        checkpoints=lambda w: LAYOUT.checkpoints(w.experiment),
+        checkpoints=get_checkpoints,
     shell:
         "python -m aiayn average --checkpoints {params.checkpoints} --last {params.last}"
         " --interval {params.interval} --final-step {params.final}"

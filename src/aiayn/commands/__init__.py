@@ -1,4 +1,5 @@
-"""One module per `python -m aiayn <command>`: `add_arguments(parser)` and `run(args)`.
+"""One module per `python -m aiayn <command>`: `add_arguments(parser)` and `run(args)`, which
+parses the arguments and calls one library function (the helpers here turn options into values).
 
 `aiayn.cli` imports a command's module only when that command runs, so each module imports at
 the top only what its command needs (the packages of its rule's `envs/` file).
@@ -6,9 +7,11 @@ the top only what its command needs (the packages of its rule's `envs/` file).
 
 from __future__ import annotations
 
+import argparse
 import json
 
 from aiayn.errors import UserError
+from aiayn.study import config
 
 
 def load_json(text: str, option: str, *, expect: type = object):
@@ -20,3 +23,29 @@ def load_json(text: str, option: str, *, expect: type = object):
     if expect is not object and not isinstance(value, expect):
         raise UserError(f"{option}: expected a JSON {'object' if expect is dict else expect.__name__}, got {text!r}")
     return value
+
+
+def settings(text: str, option: str, name: str | tuple[str, ...]) -> dict:
+    """A JSON option holding settings of the schema's kind `name` (say --decode: "decode"), checked
+    against the schema and completed with its defaults, as config.yaml's are."""
+    return config.complete(name, load_json(text, option, expect=dict), option)
+
+
+def at_least(low: int):
+    """An argparse type: a whole number >= `low`."""
+
+    def whole(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be a whole number >= {low}, not {value}")
+        return value
+
+    return whole
+
+
+def say(message: str) -> None:
+    """What a command logs: a line on stdout, flushed at once (the rule's log file shows progress)."""
+    print(message, flush=True)

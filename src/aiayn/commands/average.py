@@ -1,11 +1,10 @@
 """`python -m aiayn average`: average the last K checkpoints of a run (§6.1: 5 base, 20 big), those
-on its checkpoint grid only (`aiayn.average`)."""
+on its checkpoint grid only (`aiayn.training.average`)."""
 
 from __future__ import annotations
 
-from aiayn.io import write_json
-from aiayn.training import checkpoint as ckpt
-from aiayn.training.average import average, last_checkpoints
+from aiayn.commands import say
+from aiayn.training.average import average_run
 
 
 def add_arguments(parser):
@@ -18,13 +17,5 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    paths = last_checkpoints(args.checkpoints, args.last, args.interval, args.final_step)
-    result = average(paths)
-    ckpt.save(result, args.out)
-    if args.record:
-        write_json(
-            args.record,
-            {"steps": result["averaged_steps"], "interval": args.interval, "checkpoints": [str(p) for p in paths]},
-        )
-    print(f"averaged steps {result['averaged_steps']} -> {args.out}")
+    average_run(args.checkpoints, args.last, args.interval, args.final_step, args.out, args.record, log=say)
     return 0

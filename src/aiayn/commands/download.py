@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from aiayn.commands import say
 from aiayn.data.download import download
 
 
@@ -26,6 +27,6 @@ def run(args) -> int:
         wait=args.wait,
         timeout=args.timeout,
         size=args.size,
-        log=lambda m: print(m, flush=True),
+        log=say,
     )
     return 0

@@ -1,7 +1,8 @@
-"""`python -m aiayn encode`: aligned text -> the binary corpus the trainer memory-maps."""
+"""`python -m aiayn encode`: aligned text -> the encoded corpus the trainer memory-maps."""
 
 from __future__ import annotations
 
+from aiayn.commands import say
 from aiayn.data.encode import encode_corpus
 
 
@@ -10,17 +11,13 @@ def add_arguments(parser):
     parser.add_argument("--tgt", required=True, help="target text, aligned with --src")
     parser.add_argument("--spm-src", required=True, help="source sentencepiece model")
     parser.add_argument("--spm-tgt", required=True, help="target sentencepiece model")
-    parser.add_argument("--out", required=True, help="binary training file to write (aiayn.encoded format)")
+    parser.add_argument("--out", required=True, help="encoded corpus to write (the format of aiayn.data.binary)")
     parser.add_argument("--threads", type=int, default=1, help="encoding processes")
     parser.add_argument("--chunk", type=int, default=100_000, help="lines encoded at a time (bounds memory)")
 
 
 def run(args) -> int:
-    stats = encode_corpus(
-        args.src, args.tgt, args.spm_src, args.spm_tgt, args.out, threads=args.threads, chunk=args.chunk
-    )
-    print(
-        f"{args.out}: {stats['pairs']:,} pairs, {stats['src_tokens']:,} + {stats['tgt_tokens']:,} tokens, "
-        f"longest {stats['longest_src']} / {stats['longest_tgt']}"
+    encode_corpus(
+        args.src, args.tgt, args.spm_src, args.spm_tgt, args.out, threads=args.threads, chunk=args.chunk, log=say
     )
     return 0

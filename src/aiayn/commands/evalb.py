@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from aiayn.data.corpus import read_lines
-from aiayn.errors import UserError
-from aiayn.parsing.evalb import evalb, format_summary
+from aiayn.commands import say
+from aiayn.parsing.evalb import evalb_files
 
 
 def add_arguments(parser):
@@ -13,15 +12,5 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    gold, test = list(read_lines(args.gold)), list(read_lines(args.test))
-    if not any(line.strip() for line in gold):
-        raise UserError(f"{args.gold}: no trees to score; give the gold trees, one per line")
-    if len(gold) != len(test):
-        raise UserError(
-            f"{args.test} has {len(test)} lines but {args.gold} has {len(gold)}; they must align line by line"
-        )
-    result = evalb(gold, test)
-    for message in result["errors"]:
-        print(message)
-    print(format_summary(result))
+    evalb_files(args.gold, args.test, log=say)
     return 0

@@ -3,16 +3,7 @@ and the encoder self-attention of a dev sentence (last layer, first heads; the p
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import torch
-
-from aiayn.data import vocab
-from aiayn.data.binary import EOS
-from aiayn.data.corpus import read_lines
-from aiayn.errors import UserError
-from aiayn.report import figures
-from aiayn.training import checkpoint as ckpt
+from aiayn.report.figures import write_figures
 
 
 def add_arguments(parser):
@@ -26,29 +17,15 @@ def add_arguments(parser):
     parser.add_argument("--attention", required=True, help="attention-map image to write (PNG)")
 
 
-@torch.no_grad()
-def encoder_attention(model, ids: list[int]) -> torch.Tensor:
-    layer = model.encoder[-1].self_attn
-    layer.recorded = []
-    model.encode(torch.tensor([ids + [EOS]]))
-    weights = layer.recorded[0][0]  # (h, S, S)
-    layer.recorded = None
-    return weights
-
-
 def run(args) -> int:
-    if not Path(args.metrics).is_file():
-        raise UserError(f"{args.metrics}: no metrics file; the run's training writes it")
-    for path in (args.curves, args.lr_plot, args.attention):
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-    figures.learning_curves(args.metrics, args.curves, f"{args.name}: training")
-    figures.learning_rate(args.metrics, args.lr_plot, f"{args.name}: learning rate (§5.3)")
-    model = ckpt.rebuild(ckpt.load(args.model)).eval()
-    sp = vocab.load(args.spm_src)
-    lines = list(read_lines(args.dev_src))
-    ids = next((x for x in vocab.encode(sp, lines) if 5 <= len(x) <= 25), vocab.encode(sp, lines[:1])[0])
-    pieces = [sp.IdToPiece(i) for i in ids] + ["</s>"]
-    figures.attention_maps(
-        encoder_attention(model, ids), pieces, args.attention, f"{args.name}: encoder self-attention, last layer"
+    write_figures(
+        args.name,
+        args.metrics,
+        args.model,
+        args.spm_src,
+        args.dev_src,
+        curves=args.curves,
+        lr_plot=args.lr_plot,
+        attention=args.attention,
     )
     return 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aiayn.commands import load_json
+from aiayn.commands import load_json, say, settings
 from aiayn.data.corpus import prepare_train
 
 
@@ -13,8 +13,9 @@ def add_arguments(parser):
     parser.add_argument("--archives", required=True, help='JSON: {"archive name": "path of the downloaded archive"}')
     parser.add_argument(
         "--cleaning",
-        default='{"min_len": 1, "max_len": 250, "max_ratio": 1.5}',
-        help="JSON: pairs kept (lengths in words per side, ratio of the longer side to the shorter)",
+        default="{}",
+        help='JSON: the pairs kept, {"min_len", "max_len", "max_ratio"} (lengths in words per side, ratio of the '
+        "longer side to the shorter); what is not given is config.yaml's `cleaning` default",
     )
     parser.add_argument("--src", required=True, help="cleaned source side to write, one sentence per line")
     parser.add_argument("--tgt", required=True, help="cleaned target side to write, aligned with --src")
@@ -22,16 +23,13 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    report = prepare_train(
+    prepare_train(
         load_json(args.corpora, "--corpora"),
         load_json(args.archives, "--archives"),
-        load_json(args.cleaning, "--cleaning"),
+        settings(args.cleaning, "--cleaning", "cleaning"),
         args.src,
         args.tgt,
         args.report,
-    )
-    removed = ", ".join(f"{k} {v:,}" for k, v in report["removed"].items())
-    print(
-        f"{report['kept']:,} pairs kept; removed: {removed}; line separators replaced: {report['separators_replaced']}"
+        log=say,
     )
     return 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aiayn.commands import load_json
+from aiayn.commands import load_json, say
 from aiayn.data.corpus import prepare_eval
 
 
@@ -16,7 +16,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    key = f"datasets.{args.dataset}.eval_sets.{args.name}" if args.dataset else None
-    n = prepare_eval(load_json(args.spec, "--spec"), args.name, args.archive or None, args.src, args.tgt, key)
-    print(f"{args.name}: {n} segments -> {args.src}, {args.tgt}")
+    prepare_eval(
+        load_json(args.spec, "--spec"), args.name, args.archive or None, args.src, args.tgt, args.dataset, log=say
+    )
     return 0

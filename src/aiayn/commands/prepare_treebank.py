@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aiayn.commands import load_json
+from aiayn.commands import load_json, say
 from aiayn.parsing.treebank import write_split
 
 
@@ -18,13 +18,13 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    n = write_split(
+    write_split(
         load_json(args.dataset, "--dataset"),
         args.split,
         args.src,
         args.tgt,
         args.gold,
         archive=args.treebank_archive or None,
+        log=say,
     )
-    print(f"{args.split}: {n} trees -> {args.src}, {args.tgt}, {args.gold}")
     return 0

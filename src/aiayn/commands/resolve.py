@@ -1,17 +1,13 @@
-"""`python -m aiayn resolve`: write the resolved training settings of one experiment.
+"""`python -m aiayn resolve`: write the resolved training settings of one experiment (experiment.json).
 
-The Snakemake rule passes the settings (preset ← experiment diff, resolved by `aiayn.study`) as
-JSON; the file it writes is the training job's input, so changing one experiment's settings
-retrains only that experiment.
+The Snakemake rule passes the settings (preset ← experiment diff, resolved by `aiayn.study.grid`)
+as JSON; the file it writes is the training job's input (`aiayn.study.experiment`).
 """
 
 from __future__ import annotations
 
 from aiayn.commands import load_json
-from aiayn.errors import UserError
-from aiayn.io import write_json
-
-REQUIRED = ("name", "dataset", "task", "model", "train", "vocab")
+from aiayn.study import experiment
 
 
 def add_arguments(parser):
@@ -20,9 +16,5 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    settings = load_json(args.settings, "--settings", expect=dict)
-    missing = [k for k in REQUIRED if k not in settings]
-    if missing:
-        raise UserError(f"--settings lacks {', '.join(missing)}")
-    write_json(args.out, settings)
+    experiment.write(load_json(args.settings, "--settings", expect=dict), args.out)
     return 0

@@ -6,11 +6,8 @@ parsing: EVALB (COLLINS.prm) of the restored parses against the gold trees (--re
 
 from __future__ import annotations
 
-from aiayn.commands import load_json
-from aiayn.data.corpus import read_lines
-from aiayn.evaluation.score import bleu_scores, check_lines
-from aiayn.io import write_json
-from aiayn.parsing.treebank import score_parses
+from aiayn.commands import say, settings
+from aiayn.evaluation.score import score_file
 
 
 def add_arguments(parser):
@@ -25,7 +22,8 @@ def add_arguments(parser):
     parser.add_argument(
         "--scoring",
         default="{}",
-        help='JSON: {"moses_lang": "de", "compound_split": true, "sacrebleu_tokenize": "13a"}',
+        help='JSON: {"moses_lang": "de", "compound_split": true, "sacrebleu_tokenize": "13a"} (config.yaml\'s '
+        "`scoring` and a dataset's; what is not given is the schema's default)",
     )
     parser.add_argument(
         "--expect-lines", type=int, help="the test set's number of lines (guards against a partial set)"
@@ -34,30 +32,13 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    scoring = load_json(args.scoring, "--scoring", expect=dict)
-    hyp, ref = list(read_lines(args.hyp)), list(read_lines(args.ref))
-    check_lines(hyp, ref, args.hyp, args.ref, args.expect_lines)
-    if args.task == "parsing":
-        scores = score_parses(hyp, ref)
-        scores.update(hyp=args.hyp, ref=args.ref, lines=len(hyp))
-        write_json(args.out, scores)
-        s = scores["all"]
-        print(
-            f"{args.hyp}: EVALB F1 {s['f1']:.2f} (P {s['precision']:.2f}, R {s['recall']:.2f}), "
-            f"{s['error_sentences']} error sentence(s)"
-        )
-        return 0
-    scores = bleu_scores(
-        hyp,
-        ref,
-        moses_lang=scoring.get("moses_lang", "en"),
-        compound_split=bool(scoring.get("compound_split", False)),
-        sacrebleu_tokenize=scoring.get("sacrebleu_tokenize", "13a"),
-    )
-    scores.update(hyp=args.hyp, ref=args.ref)
-    write_json(args.out, scores)
-    print(
-        f"{args.hyp}: tokenized BLEU {scores['tokenized_bleu']['score']:.2f}, "
-        f"sacreBLEU {scores['sacrebleu']['score']:.2f} ({scores['sacrebleu']['signature']}), {scores['lines']} lines"
+    score_file(
+        args.task,
+        args.hyp,
+        args.ref,
+        args.out,
+        scoring=settings(args.scoring, "--scoring", ("scoring", "pair_scoring")),
+        expect_lines=args.expect_lines,
+        log=say,
     )
     return 0

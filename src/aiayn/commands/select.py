@@ -1,9 +1,9 @@
 """`python -m aiayn select`: the best candidate of a tuning grid on the dev set (§6.3) becomes the
-experiment's model (`aiayn.selection`)."""
+experiment's model (`aiayn.evaluation.selection`)."""
 
 from __future__ import annotations
 
-from aiayn.commands import load_json
+from aiayn.commands import load_json, say
 from aiayn.evaluation.selection import select
 
 
@@ -21,14 +21,11 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    result = select(
+    select(
         load_json(args.candidates, "--candidates", expect=list),
         out_model=args.out_model,
         out_metrics=args.out_metrics,
         record=args.record,
+        log=say,
     )
-    for c in result["candidates"]:
-        mark = "*" if c["name"] == result["selected"] else " "
-        print(f"{mark} {c['name']}: dev {c['metric']} {c['value']:.2f}")
-    print(f"selected {result['selected']} -> {args.out_model}")
     return 0

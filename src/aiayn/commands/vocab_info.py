@@ -6,11 +6,8 @@ few distinct words); this record says so, with the reason, where a reader of the
 
 from __future__ import annotations
 
-import json
-
-from aiayn.commands import load_json
+from aiayn.commands import say, settings
 from aiayn.data import vocab
-from aiayn.io import atomic_write_text
 
 
 def add_arguments(parser):
@@ -25,9 +22,13 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    settings = load_json(args.vocab, "--vocab", expect=dict)
-    info = vocab.describe_pair(settings, args.spm_src, args.spm_tgt, args.train_src, args.train_tgt)
-    atomic_write_text(args.out, json.dumps(info, indent=2) + "\n")
-    for side, one in info.items():
-        print(f"{side}: {one['pieces']} of {one['asked']} pieces{'; ' + one['reason'] if one['reason'] else ''}")
+    vocab.write_info(
+        settings(args.vocab, "--vocab", "vocab"),
+        args.spm_src,
+        args.spm_tgt,
+        args.train_src,
+        args.train_tgt,
+        args.out,
+        log=say,
+    )
     return 0

@@ -1,4 +1,4 @@
-"""The encoded corpus format: one file per split, read through memory maps.
+"""The format of an encoded corpus (`<split>.bin`): one file per split, read through memory maps.
 
     b"AIAYNENC" | uint32 version | uint64 header length | JSON header | arrays, 64-byte aligned
 
@@ -26,7 +26,7 @@ MAGIC = b"AIAYNENC"
 VERSION = 1
 ALIGN = 64
 CHUNK = 1 << 22  # elements written at a time
-# Special ids of every sentencepiece model of this project (see aiayn.vocab).
+# Special ids of every sentencepiece model of this project (see aiayn.data.vocab).
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 
 
@@ -98,6 +98,13 @@ class Corpus:
     def tgt(self, i: int) -> np.ndarray:
         return self.tgt_tokens[self.tgt_offsets[i] : self.tgt_offsets[i + 1]]
 
+    @property
+    def vocabularies(self) -> dict:
+        """The identities of the sentencepiece models it was encoded with ({"src", "tgt"}; None
+        where unknown), as `aiayn.data.vocab.identity` gives them."""
+        meta = self.header["meta"]
+        return {"src": meta.get("spm_src_sha256"), "tgt": meta.get("spm_tgt_sha256")}
+
 
 def read(path: str | os.PathLike) -> Corpus:
     path = Path(path)
@@ -126,15 +133,3 @@ def read(path: str | os.PathLike) -> Corpus:
             else np.empty(0, dtype)
         )
     return Corpus(path=path, header=header, **arrays)
-
-
-def from_sequences(src_seqs, tgt_seqs):
-    """(tokens, offsets) per side from lists of id sequences (tests and small corpora)."""
-
-    def pack(seqs):
-        lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
-        offsets = np.concatenate([[0], np.cumsum(lengths)])
-        tokens = np.concatenate([np.asarray(s, dtype=np.int64) for s in seqs]) if len(seqs) else np.empty(0, np.int64)
-        return tokens, offsets
-
-    return pack(src_seqs), pack(tgt_seqs)

@@ -21,7 +21,7 @@ import tarfile
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, TextIO
+from typing import Callable, Iterator, TextIO
 
 from aiayn.errors import UserError
 from aiayn.io import atomic_paths, scratch_dir, write_json
@@ -32,11 +32,16 @@ SEG_TAG = re.compile(r"<(/?)seg\b[^>]*>", re.IGNORECASE)
 
 
 # -- archives -----------------------------------------------------------------------------------
-def extract_members(archive: str | os.PathLike, names: set[str], dest: str | os.PathLike) -> dict[str, Path]:
-    """Extract the members `names` of a tar archive into `dest`; return name -> extracted path.
+def extract_members(
+    archive: str | os.PathLike, names: set[str] | Callable[[str], bool], dest: str | os.PathLike
+) -> dict[str, Path]:
+    """Extract the members `names` of a tar archive into `dest` (or every file member whose name
+    `names(name)` accepts); return name -> extracted path. A named member that is missing, every
+    member that is unsafe, and a wanted member that is a link are refused naming the member.
 
     Every member is checked by tarfile's `data` filter, whether wanted or not."""
     dest = Path(dest)
+    wanted = names if callable(names) else names.__contains__
     found: dict[str, Path] = {}
     try:
         with tarfile.open(archive, "r|*") as tar:
@@ -47,18 +52,18 @@ def extract_members(archive: str | os.PathLike, names: set[str], dest: str | os.
                     raise UserError(
                         f"{archive}: refusing the archive, member {member.name!r} is unsafe ({exc})"
                     ) from None
-                if member.name in names and checked is not None and (checked.issym() or checked.islnk()):
+                if wanted(member.name) and checked is not None and (checked.issym() or checked.islnk()):
                     raise UserError(
                         f"{archive}: member {member.name} is a link; links are refused, give the file itself"
                     )
-                if member.name in names and checked is not None and checked.isfile():
+                if wanted(member.name) and checked is not None and checked.isfile():
                     tar.extract(checked, dest, filter="data")
                     found[member.name] = dest / checked.name
     except (tarfile.TarError, EOFError, gzip.BadGzipFile, OSError) as exc:
         if isinstance(exc, UserError):
             raise
         raise UserError(f"{archive}: not a readable archive ({exc}); delete it and download again") from None
-    missing = sorted(names - found.keys())
+    missing = [] if callable(names) else sorted(names - found.keys())
     if missing:
         raise UserError(f"{archive}: has no member {', '.join(missing)}; check the member paths in config.yaml")
     return found
@@ -167,13 +172,15 @@ def atomic_pair(src: str | os.PathLike, tgt: str | os.PathLike) -> Iterator[tupl
         yield fa, fb
 
 
-def prepare_train(corpora: list[dict], archives: dict[str, str], cleaning: dict, out_src, out_tgt, report_path) -> dict:
+def prepare_train(
+    corpora: list[dict], archives: dict[str, str], cleaning: dict, out_src, out_tgt, report_path, log=print
+) -> dict:
+    """Concatenate training corpora (archive + member per side), aligned and cleaned; write the report; return it."""
     for member in corpora:
         if member.get("archive") and member["archive"] not in archives:
             raise UserError(
                 f"--corpora names archive {member.get('archive')!r}, which --archives lacks ({', '.join(archives)})"
             )
-    """Concatenate training corpora (archive + member per side), aligned and cleaned; write the report; return it."""
     report = {
         "corpora": [],
         "kept": 0,
@@ -211,6 +218,8 @@ def prepare_train(corpora: list[dict], archives: dict[str, str], cleaning: dict,
     if report["kept"] == 0:
         raise UserError(f"no training pair of {', '.join(m['archive'] for m in corpora)} survived cleaning")
     write_json(report_path, report)
+    removed = ", ".join(f"{k} {v:,}" for k, v in report["removed"].items())
+    log(f"{report['kept']:,} pairs kept; removed: {removed}; line separators replaced: {report['separators_replaced']}")
     return report
 
 
@@ -222,9 +231,13 @@ def local_pair(member: dict) -> dict[str, Path]:
     return {member["src"]: Path(member["src"]), member["tgt"]: Path(member["tgt"])}
 
 
-def prepare_eval(spec: dict, name: str, archive: str | None, out_src, out_tgt, key: str | None = None) -> int:
+def prepare_eval(
+    spec: dict, name: str, archive: str | None, out_src, out_tgt, dataset: str | None = None, log=print
+) -> int:
     """Write one dev/test set (members `spec["src"]`, `spec["tgt"]` of `archive`, or files on disk
-    without one) as aligned text; check its number of lines against `spec["lines"]`."""
+    without one) as aligned text; check its number of lines against `spec["lines"]` (a mistake
+    names the key datasets.<dataset>.eval_sets.<name>.lines when `dataset` is given)."""
+    key = f"datasets.{dataset}.eval_sets.{name}" if dataset else "the eval set"
     with scratch_dir(out_src) as tmp:
         if archive:
             files = extract_members(archive, {spec["src"], spec["tgt"]}, tmp)
@@ -235,10 +248,11 @@ def prepare_eval(spec: dict, name: str, archive: str | None, out_src, out_tgt, k
     if spec.get("lines") and len(pairs) != spec["lines"]:
         raise UserError(
             f"{labels[0]} has {len(pairs)} segments, {name} is expected to have {spec['lines']}: "
-            f"set {key or 'the eval set'}.lines to its size (or check that it is the right version of the set)"
+            f"set {key}.lines to its size (or check that it is the right version of the set)"
         )
     with atomic_pair(out_src, out_tgt) as (fs, ft):
         for a, b in pairs:
             fs.write(normalize(a)[0] + "\n")
             ft.write(normalize(b)[0] + "\n")
+    log(f"{name}: {len(pairs)} segments -> {out_src}, {out_tgt}")
     return len(pairs)

@@ -154,3 +154,13 @@ def write_treebank_archive(path: Path, seed: int, sizes: dict[str, int]) -> None
     for section, rows in data.items():
         members[f"parsed/mrg/wsj/{section}/wsj_{section}00.mrg"] = "".join(f"( {r[2]} )\n" for r in rows)
     _tar(path, members)
+
+
+WRITERS = {"translation": write_translation_archive, "treebank": write_treebank_archive}
+
+
+def write_archive(spec: dict, out, log=print) -> None:
+    """The archive `spec` describes: {"kind": "translation" | "treebank", "seed", "sizes": {split: sentences}}
+    (the schema's `generate` settings, complete)."""
+    WRITERS[spec["kind"]](Path(out), spec["seed"], spec["sizes"])
+    log(f"generated {spec['kind']} archive {out}: {spec['sizes']}")

@@ -1,4 +1,4 @@
-"""Encoding aligned text into the binary corpus format (aiayn.encoded), streaming and bounded in memory.
+"""Encoding aligned text into an encoded corpus (the format of aiayn.data.binary), streaming and bounded in memory.
 
 Lines are read in chunks, encoded by sentencepiece on several threads, and appended to raw files
 on disk; the final file is assembled from those with chunked copies, so memory stays at a few
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from aiayn.data import binary as encoded
+from aiayn.data import binary, vocab
 from aiayn.errors import UserError
-from aiayn.io import file_sha256, scratch_dir
+from aiayn.io import scratch_dir
 
 
 def read_pairs(src: str, tgt: str, chunk: int):
@@ -45,14 +45,12 @@ def _text(raw: bytes, path: str, number: int) -> str:
 
 
 def encode_corpus(
-    src: str, tgt: str, spm_src: str, spm_tgt: str, out: str, *, threads: int = 1, chunk: int = 100_000
+    src: str, tgt: str, spm_src: str, spm_tgt: str, out: str, *, threads: int = 1, chunk: int = 100_000, log=print
 ) -> dict:
     """Encode aligned files `src`/`tgt` into `out`; return the header's statistics."""
-    from aiayn.data import vocab  # noqa: PLC0415 (sentencepiece only where encoding happens)
-
     sp = {"src": vocab.load(spm_src), "tgt": vocab.load(spm_tgt)}
     sizes = {side: p.GetPieceSize() for side, p in sp.items()}
-    dtype = encoded.token_dtype(max(sizes.values()))
+    dtype = binary.token_dtype(max(sizes.values()))
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with scratch_dir(out) as tmp:
@@ -80,8 +78,8 @@ def encode_corpus(
             offsets = np.memmap(os.path.join(tmp, f"{side}_off"), dtype=np.int64, mode="w+", shape=(pairs + 1,))
             lengths = np.memmap(os.path.join(tmp, f"{side}_len"), dtype=np.int64, mode="r", shape=(pairs,))
             offsets[0], carry = 0, 0
-            for i in range(0, pairs, encoded.CHUNK):
-                part = np.cumsum(lengths[i : i + encoded.CHUNK]) + carry
+            for i in range(0, pairs, binary.CHUNK):
+                part = np.cumsum(lengths[i : i + binary.CHUNK]) + carry
                 offsets[i + 1 : i + 1 + len(part)] = part
                 carry = int(part[-1])
             toks = (
@@ -93,13 +91,17 @@ def encode_corpus(
         meta = {
             "src_vocab": sizes["src"],
             "tgt_vocab": sizes["tgt"],
-            "spm_src_sha256": file_sha256(spm_src),
-            "spm_tgt_sha256": file_sha256(spm_tgt),
+            "spm_src_sha256": vocab.identity(spm_src),
+            "spm_tgt_sha256": vocab.identity(spm_tgt),
             "src_tokens": tokens["src"],
             "tgt_tokens": tokens["tgt"],
             "longest_src": longest["src"],
             "longest_tgt": longest["tgt"],
             "source_files": [str(src), str(tgt)],
         }
-        encoded.write(out, arrays["src"], arrays["tgt"], dtype=dtype, meta=meta)
+        binary.write(out, arrays["src"], arrays["tgt"], dtype=dtype, meta=meta)
+    log(
+        f"{out}: {pairs:,} pairs, {tokens['src']:,} + {tokens['tgt']:,} tokens, "
+        f"longest {longest['src']} / {longest['tgt']}"
+    )
     return {"pairs": pairs, **meta}

@@ -1,10 +1,15 @@
-"""Sentencepiece vocabularies with the special ids every part of aiayn assumes.
+"""Sentencepiece vocabularies (§5.1) with the special ids every part of aiayn assumes, and their identity.
 
-PAD 0, UNK 1, BOS 2, EOS 3 (aiayn.encoded); the model's padding id is 0.
+PAD 0, UNK 1, BOS 2, EOS 3 (aiayn.data.binary); the model's padding id is 0. With a shared
+vocabulary one model is trained on both sides and written under both names (three-way weight
+tying needs one vocabulary); otherwise one model per side. A vocabulary's identity is what encoded
+corpora and checkpoints record of the models they were made with (`identity`), and `differing_side`
+is the one comparison of two such records.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -13,10 +18,9 @@ import sentencepiece as spm
 from aiayn.data.binary import BOS, EOS, PAD, UNK
 from aiayn.data.corpus import read_lines
 from aiayn.errors import UserError
-from aiayn.io import atomic_paths, scratch_dir
+from aiayn.io import atomic_copy, atomic_paths, atomic_write_text, file_sha256, scratch_dir
 
-# a dataset's `vocab:` settings where they are not given (§5.1: shared BPE, 37k for EN-DE)
-SETTINGS = {"model_type": "bpe", "size": 37000, "shared": True, "input_sentence_size": 10_000_000}
+SIDES = {"src": "source", "tgt": "target"}
 
 
 def load(path: str | os.PathLike) -> spm.SentencePieceProcessor:
@@ -34,12 +38,32 @@ def load(path: str | os.PathLike) -> spm.SentencePieceProcessor:
     return sp
 
 
-def encode(sp: spm.SentencePieceProcessor, lines: list[str]) -> list[list[int]]:
+def to_ids(sp: spm.SentencePieceProcessor, lines: list[str]) -> list[list[int]]:
+    """Lines of text as piece ids (without BOS/EOS)."""
     return sp.Encode(lines)
 
 
-def decode(sp: spm.SentencePieceProcessor, ids: list[int]) -> str:
+def to_text(sp: spm.SentencePieceProcessor, ids: list[int]) -> str:
     return sp.Decode(ids)
+
+
+def identity(path: str | os.PathLike) -> str:
+    """What identifies a sentencepiece model: the SHA-256 of its file. Encoded corpora record it of
+    the models they were encoded with, checkpoints of those they were trained with."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: sentencepiece model not found")
+    return file_sha256(path)
+
+
+def differing_side(a: dict | None, b: dict | None) -> str | None:
+    """The first side ("source", "target") whose vocabulary identities in the records `a` and `b`
+    ({"src": identity, "tgt": identity}) differ, or None; a side a record does not know is not compared."""
+    for side, name in SIDES.items():
+        x, y = (a or {}).get(side), (b or {}).get(side)
+        if x and y and x != y:
+            return name
+    return None
 
 
 def train(
@@ -116,8 +140,8 @@ def describe(model: str | os.PathLike, asked: int, texts: list[str | os.PathLike
 
 def describe_pair(settings: dict, model_src, model_tgt, text_src, text_tgt) -> dict:
     """{"source": describe(...), "target": ...}: a dataset's two vocabularies against the size
-    asked, each judged on the text it was trained on (both sides when shared)."""
-    settings = {**SETTINGS, **settings}
+    asked (`settings`: the dataset's complete `vocab:` settings), each judged on the text it was
+    trained on (both sides when shared)."""
     texts = {"source": [text_src], "target": [text_tgt]}
     if settings["shared"]:
         texts = {"source": [text_src, text_tgt], "target": [text_src, text_tgt]}
@@ -125,3 +149,40 @@ def describe_pair(settings: dict, model_src, model_tgt, text_src, text_tgt) -> d
         side: describe(model, settings["size"], texts[side], settings["model_type"])
         for side, model in (("source", model_src), ("target", model_tgt))
     }
+
+
+def train_pair(settings: dict, train_src, train_tgt, out_src, out_tgt, *, threads: int = 1, log=print) -> dict:
+    """A dataset's two vocabularies (`settings`: its complete `vocab:` settings), trained on its
+    training text: one model written under both names when shared. Returns `describe_pair`."""
+    for path in (train_src, train_tgt):
+        if not Path(path).is_file():
+            raise UserError(f"{path}: training text not found")
+        if not any(line.strip() for line in read_lines(path)):
+            raise UserError(f"{path}: no sentences to train a vocabulary on; rerun the prepare step")
+    common = dict(
+        model_type=settings["model_type"],
+        size=settings["size"],
+        input_sentence_size=settings["input_sentence_size"],
+        threads=threads,
+    )
+    if settings["shared"]:
+        train([train_src, train_tgt], out_src, **common)
+        atomic_copy(out_src, out_tgt)
+    else:
+        train([train_src], out_src, **common)
+        train([train_tgt], out_tgt, **common)
+    info = describe_pair(settings, out_src, out_tgt, train_src, train_tgt)
+    for side, one in info.items():
+        log(f"{side} vocabulary: {one['pieces']} pieces -> {one['model']}")
+        if one["reason"]:
+            log(f"{side} vocabulary: {one['reason']}")
+    return info
+
+
+def write_info(settings: dict, model_src, model_tgt, text_src, text_tgt, out, log=print) -> dict:
+    """vocab.json: `describe_pair` of a dataset's vocabularies, where a reader of the results looks."""
+    info = describe_pair(settings, model_src, model_tgt, text_src, text_tgt)
+    atomic_write_text(out, json.dumps(info, indent=2) + "\n")
+    for side, one in info.items():
+        log(f"{side}: {one['pieces']} of {one['asked']} pieces{'; ' + one['reason'] if one['reason'] else ''}")
+    return info

@@ -10,6 +10,7 @@ from aiayn.data.corpus import read_lines
 from aiayn.evaluation.score import bleu_scores
 from aiayn.parsing.evalb import evalb
 from aiayn.parsing.trees import Tree, parse_trees
+from aiayn.study.layout import Layout
 
 
 def word_by_word(src: list[str], train_src: list[str], train_tgt: list[str]) -> list[str]:
@@ -37,48 +38,51 @@ def right_branching(gold_line: str, label: str = "S") -> str:
     return str(Tree("TOP", [node]))
 
 
-def table_rows(number: int, results: Path, experiments: list[dict]) -> list[dict]:
+def table_rows(number: int, layout: Layout, experiments: list[dict]) -> list[dict]:
     """Rows for Table 2 (copy, word by word) or Table 4 (right-branching), scored on each test set of
-    the table's experiments, as the models are."""
+    the table's experiments, as the models are (`experiments`: `Study.table_spec`)."""
     rows, seen = [], set()
     for exp in experiments:
         key = (exp["dataset"], exp["testset"])
-        data = results / "data" / exp["dataset"]
         if key in seen:
             continue
         seen.add(key)
-        if number == 2:
-            src_path, ref_path = data / f"{exp['testset']}.src", data / f"{exp['testset']}.tgt"
-            if not (src_path.exists() and (data / "train.src").exists()):
-                continue
-            src, ref = list(read_lines(src_path)), list(read_lines(ref_path))
-            systems = {
-                "baseline: copy the source": src,
-                "baseline: word by word": word_by_word(
-                    src, list(read_lines(data / "train.src")), list(read_lines(data / "train.tgt"))
-                ),
-            }
-            scoring = {
-                "moses_lang": exp["scoring"].get("moses_lang", "en"),
-                "compound_split": exp["scoring"].get("compound_split", False),
-            }
-            for name, hyp in systems.items():
-                s = bleu_scores(hyp, ref, **scoring)
-                rows.append(
-                    {
-                        "experiment": name,
-                        "dataset": exp["dataset"],
-                        "testset": exp["testset"],
-                        "status": "done",
-                        "bleu": s["tokenized_bleu"]["score"],
-                        "sacrebleu": s["sacrebleu"]["score"],
-                        "lines": s["lines"],
-                    }
-                )
-        elif number == 4:
-            gold_path = data / f"{exp['testset']}.gold"
-            if gold_path.exists():
-                gold = list(read_lines(gold_path))
-                f1 = evalb(gold, [right_branching(g) for g in gold])["all"]["f1"]
-                rows.append({"row": "baseline: right-branching", "experiment": "", "status": "done", "f1": f1})
+        rows += (translation_rows if number == 2 else parsing_rows)(layout, exp)
     return rows
+
+
+def translation_rows(layout: Layout, exp: dict) -> list[dict]:
+    ds, testset = exp["dataset"], exp["testset"]
+    src_path, ref_path = Path(layout.text(ds, testset, "src")), Path(layout.text(ds, testset, "tgt"))
+    train_src, train_tgt = Path(layout.text(ds, "train", "src")), Path(layout.text(ds, "train", "tgt"))
+    if not (src_path.exists() and train_src.exists()):
+        return []
+    src, ref = list(read_lines(src_path)), list(read_lines(ref_path))
+    systems = {
+        "baseline: copy the source": src,
+        "baseline: word by word": word_by_word(src, list(read_lines(train_src)), list(read_lines(train_tgt))),
+    }
+    rows = []
+    for name, hyp in systems.items():
+        s = bleu_scores(hyp, ref, **exp["scoring"])
+        rows.append(
+            {
+                "experiment": name,
+                "dataset": ds,
+                "testset": testset,
+                "status": "done",
+                "bleu": s["tokenized_bleu"]["score"],
+                "sacrebleu": s["sacrebleu"]["score"],
+                "lines": s["lines"],
+            }
+        )
+    return rows
+
+
+def parsing_rows(layout: Layout, exp: dict) -> list[dict]:
+    gold_path = Path(layout.text(exp["dataset"], exp["testset"], "gold"))
+    if not gold_path.exists():
+        return []
+    gold = list(read_lines(gold_path))
+    f1 = evalb(gold, [right_branching(g) for g in gold])["all"]["f1"]
+    return [{"row": "baseline: right-branching", "experiment": "", "status": "done", "f1": f1}]

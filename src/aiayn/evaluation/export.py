@@ -10,7 +10,7 @@ embeddings and pre-softmax projection, one head size d_model / h. Two layouts di
   from it, every weight and bias that writes to it, layer norms, embeddings) is an exact symmetry
   of the model, so the export permutes our weights; the position table is then Marian's own
   layout of the same numbers (transformers recomputes it on load, in float64 rounded to float32,
-  as `aiayn.model.sinusoidal_positions` does: equal to the bit).
+  as `aiayn.model.transformer.sinusoidal_positions` does: equal to the bit).
 - the decoder's first input: Marian's `decoder_start_token_id` is set to our BOS.
 
 Not exportable as Marian (a clear error says why): h·d_k or h·d_v other than d_model (Table 3
@@ -27,9 +27,14 @@ from pathlib import Path
 
 import torch
 
-from aiayn.data.binary import BOS, EOS, PAD, UNK
+from aiayn.data import vocab
+from aiayn.data.binary import BOS, EOS, PAD
 from aiayn.errors import UserError
-from aiayn.model.transformer import ModelConfig, sinusoidal_positions
+from aiayn.io import atomic_dir
+from aiayn.model.hparams import ModelConfig
+from aiayn.model.transformer import sinusoidal_positions
+from aiayn.training import checkpoint as ckpt
+from aiayn.training import metrics
 
 
 def residual_permutation(d_model: int) -> torch.Tensor:
@@ -45,8 +50,6 @@ def check_exportable(cfg: ModelConfig) -> None:
         why.append("pre-norm layers (Marian is post-norm)")
     if cfg.positional != "sinusoidal":
         why.append("learned positions (Marian's are sinusoidal)")
-    if cfg.d_model % 2:
-        why.append("an odd d_model")
     if why:
         raise UserError("this model has no exact Marian form: " + "; ".join(why))
 
@@ -140,11 +143,7 @@ def marian_state(payload: dict, max_positions: int) -> tuple[dict, dict[str, tor
 
 def vocab_json(spm_path: str | Path) -> dict[str, int]:
     """piece -> id of a sentencepiece model: the ids are ours (PAD 0, UNK 1, BOS 2, EOS 3)."""
-    import sentencepiece as spm  # noqa: PLC0415
-
-    sp = spm.SentencePieceProcessor(model_file=str(spm_path))
-    if (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id()) != (PAD, UNK, BOS, EOS):
-        raise UserError(f"{spm_path}: special ids are not PAD 0, UNK 1, BOS 2, EOS 3; train it with `aiayn vocab`")
+    sp = vocab.load(spm_path)
     return {sp.IdToPiece(i): i for i in range(sp.GetPieceSize())}
 
 
@@ -159,19 +158,11 @@ def export(
     max_positions: int = 1024,
 ) -> Path:
     """Write the Hugging Face folder `out` (written beside, renamed into place whole)."""
-    from transformers import GenerationConfig, MarianConfig, MarianMTModel  # noqa: PLC0415
-
-    from aiayn.io import remove_leftovers  # noqa: PLC0415
-    from aiayn.training import checkpoint as ckpt  # noqa: PLC0415
+    from transformers import GenerationConfig, MarianConfig, MarianMTModel
 
     payload = ckpt.load(model)
     config, state = marian_state(payload, max_positions)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    remove_leftovers(out.parent, out.name)
-    tmp = out.parent / f".{out.name}.export.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
+    with atomic_dir(out) as tmp:
         marian = MarianMTModel(MarianConfig(**config))
         missing, unexpected = marian.load_state_dict(state, strict=False)
         if unexpected or [k for k in missing if "embed_positions" not in k]:
@@ -206,13 +197,7 @@ def export(
             tokenizer["target_vocab_file"] = "target_vocab.json"
         (tmp / "tokenizer_config.json").write_text(json.dumps(tokenizer, indent=2))
         (tmp / "README.md").write_text(card)
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
+    return Path(out)
 
 
 def to_ctranslate2(hf_dir: str | Path, out: str | Path) -> Path:
@@ -221,7 +206,7 @@ def to_ctranslate2(hf_dir: str | Path, out: str | Path) -> Path:
     as Marian's added <pad> and starts the decoder from a zero embedding): here the decoder starts
     from BOS's embedding and every token is kept. The layers are loaded by its BART loader, the
     same post-norm layout with biases, without an embedding layer norm."""
-    from ctranslate2.converters import transformers as ct2t  # noqa: PLC0415
+    from ctranslate2.converters import transformers as ct2t
 
     class ExactLoader(ct2t.BartLoader):
         @property
@@ -241,7 +226,77 @@ def to_ctranslate2(hf_dir: str | Path, out: str | Path) -> Path:
     saved = ct2t._MODEL_LOADERS.get("MarianConfig")
     ct2t._MODEL_LOADERS["MarianConfig"] = ExactLoader()
     try:
-        ct2t.TransformersConverter(str(hf_dir)).convert(str(out), force=True)
+        with atomic_dir(out) as tmp:
+            ct2t.TransformersConverter(str(hf_dir)).convert(str(tmp), force=True)
     finally:
         ct2t._MODEL_LOADERS["MarianConfig"] = saved
     return Path(out)
+
+
+def model_card(info: dict, decode: dict) -> str:
+    """README.md of the export: what was trained on what, how well, at what cost, beside the paper
+    (`info`: what `Study.model_card` gives: name, dataset, pair, testset, paper_bleu, score and
+    metrics files)."""
+    score = json.loads(Path(info["score"]).read_text()) if info.get("score") and Path(info["score"]).exists() else {}
+    m = metrics.summary(info["metrics"]) if info.get("metrics") else {}
+    bleu = score.get("tokenized_bleu", {}).get("score")
+    sacre = score.get("sacrebleu", {})
+    pair = "-".join(info.get("pair") or []) or "?"
+    signature = str(sacre.get("signature")).replace("|", "&#124;")  # a | would split the table cell
+    lines = [
+        "---",
+        "library_name: transformers",
+        "pipeline_tag: translation",
+        "tags: [translation, transformer, attention-is-all-you-need, aiayn]",
+        "---",
+        f"# {info.get('name', 'aiayn model')} ({pair})",
+        "",
+        'The Transformer of "Attention Is All You Need" (Vaswani et al. 2017), trained by the aiayn pipeline '
+        f"on {info.get('dataset', '?')}, exported as a `MarianMTModel` whose logits equal the trained model's "
+        "(the residual dimensions are permuted so that Marian's [sin | cos] position table is our interleaved one).",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| test set | {info.get('testset', '?')} ({score.get('lines', '?')} lines) |",
+        f"| BLEU, tokenized as the paper measured it | {bleu:.2f} |" if bleu is not None else "| BLEU | not scored |",
+        f"| sacreBLEU | {sacre['score']:.2f} (`{signature}`) |" if sacre else "| sacreBLEU | - |",
+        f"| the paper's BLEU | {info['paper_bleu']} |" if info.get("paper_bleu") is not None else "| the paper | - |",
+        f"| training | {m.get('step', '?')} updates, {m.get('hours', 0):.1f} h on {m.get('gpus', '?')} x "
+        f"{m.get('device', '?')} ({m.get('precision', '?')}) |",
+        f"| parameters | {m.get('params') or '?'} |",
+        "",
+        "## Decoding",
+        f"The pipeline decodes with beam {decode['beam']} and GNMT's length penalty ((5 + |Y|) / 6)^alpha, alpha "
+        f"{decode['alpha']}, up to input length + {decode['max_len_b']} tokens (§6.1). `generation_config.json` "
+        "sets the same beam and alpha, but Hugging Face's `length_penalty` divides the score by |Y|^alpha instead: "
+        "greedy output (num_beams=1) is ours token for token; beam output can differ where the two penalties rank "
+        "finished hypotheses differently.",
+        "",
+        "```python",
+        "from transformers import MarianMTModel, MarianTokenizer",
+        "tok = MarianTokenizer.from_pretrained(path)",
+        "model = MarianMTModel.from_pretrained(path)",
+        'out = model.generate(**tok(["..."], return_tensors="pt", padding=True))',
+        "print(tok.batch_decode(out, skip_special_tokens=True))",
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def export_model(model, spm_src, spm_tgt, out, *, decode: dict, card: dict, ctranslate2=None, log=print) -> Path:
+    """`export` with the model card of `card` (`model_card`'s info), and with `ctranslate2` also
+    `to_ctranslate2` into that folder. Needs the `export` extra (transformers, ctranslate2)."""
+    try:
+        folder = export(model, spm_src, spm_tgt, out, decode=decode, card=model_card(card, decode))
+        log(f"exported {model} -> {folder} (transformers MarianMTModel)")
+        if ctranslate2:
+            to_ctranslate2(folder, ctranslate2)
+            log(f"converted {folder} -> {ctranslate2} (CTranslate2)")
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] in ("transformers", "ctranslate2"):
+            raise UserError(
+                f"export needs {exc.name!r}: pip install -e '.[export]' (or use envs/export.yaml)"
+            ) from None
+        raise
+    return folder

@@ -1,9 +1,12 @@
-"""BLEU both ways the field reports it ("BLEU as the paper measured it" in paper.md).
+"""Scores of a decoded test set: BLEU both ways the field reports it, and EVALB for parses.
 
 - sacreBLEU on detokenized text (13a, mixed case), with its signature, and chrF;
-- the paper-comparable tokenized BLEU of tensor2tensor: Moses tokenization of hypothesis and
-  reference, for EN-DE every intra-word hyphen rewritten as ' ##AT##-##AT## ' (one pass, as the
-  perl one-liner does), then BLEU on the tokens (sacreBLEU with tokenize="none").
+- the paper-comparable tokenized BLEU of tensor2tensor (the paper's code: its get_ende_bleu.sh):
+  Moses tokenization of hypothesis and reference, for EN-DE every intra-word hyphen rewritten as
+  ' ##AT##-##AT## ' (one pass, as the perl one-liner does), then BLEU on the tokens (sacreBLEU
+  with tokenize="none");
+- `score_file` scores one test set's file (parses by `aiayn.parsing.evalb.score_parses`), and
+  `paired_bootstrap_p` compares two systems (Table 3).
 """
 
 from __future__ import annotations
@@ -14,7 +17,10 @@ import sacrebleu
 from sacrebleu.significance import PairedTest
 from sacremoses import MosesTokenizer
 
+from aiayn.data.corpus import read_lines
 from aiayn.errors import UserError
+from aiayn.io import write_json
+from aiayn.parsing.evalb import score_parses
 
 COMPOUND = re.compile(rb"(\S)-(\S)")
 
@@ -48,7 +54,7 @@ def check_lines(hyp: list[str], ref: list[str], hyp_name: str, ref_name: str, ex
 
 
 def bleu_scores(
-    hyp: list[str], ref: list[str], *, moses_lang: str, compound_split: bool, sacrebleu_tokenize: str = "13a"
+    hyp: list[str], ref: list[str], *, moses_lang: str, compound_split: bool, sacrebleu_tokenize: str
 ) -> dict:
     """Both BLEU protocols and chrF for aligned hypothesis and reference lines."""
     bleu = sacrebleu.metrics.BLEU(tokenize=sacrebleu_tokenize)
@@ -93,3 +99,37 @@ def paired_bootstrap_p(ref: list[str], base: list[str], system: list[str], sampl
     )
     _, out = test()
     return out["BLEU"][1].p_value
+
+
+def score_file(
+    task: str, hyp_path, ref_path, out, *, scoring: dict, expect_lines: int | None = None, log=print
+) -> dict:
+    """Score one decoded test set and write the scores (JSON): for translation both BLEU protocols
+    and chrF (`scoring`: moses_lang, compound_split, sacrebleu_tokenize), for parsing EVALB of the
+    restored parses against the gold trees. Returns the scores."""
+    hyp, ref = list(read_lines(hyp_path)), list(read_lines(ref_path))
+    check_lines(hyp, ref, hyp_path, ref_path, expect_lines)
+    if task == "parsing":
+        scores = score_parses(hyp, ref)
+        scores.update(hyp=str(hyp_path), ref=str(ref_path), lines=len(hyp))
+        write_json(out, scores)
+        s = scores["all"]
+        log(
+            f"{hyp_path}: EVALB F1 {s['f1']:.2f} (P {s['precision']:.2f}, R {s['recall']:.2f}), "
+            f"{s['error_sentences']} error sentence(s)"
+        )
+        return scores
+    scores = bleu_scores(
+        hyp,
+        ref,
+        moses_lang=scoring["moses_lang"],
+        compound_split=scoring["compound_split"],
+        sacrebleu_tokenize=scoring["sacrebleu_tokenize"],
+    )
+    scores.update(hyp=str(hyp_path), ref=str(ref_path))
+    write_json(out, scores)
+    log(
+        f"{hyp_path}: tokenized BLEU {scores['tokenized_bleu']['score']:.2f}, "
+        f"sacreBLEU {scores['sacrebleu']['score']:.2f} ({scores['sacrebleu']['signature']}), {scores['lines']} lines"
+    )
+    return scores

@@ -41,7 +41,7 @@ def choose(candidates: list[dict]) -> tuple[dict, list[dict]]:
     return best, scored
 
 
-def select(candidates: list[dict], *, out_model: str, out_metrics: str, record: str) -> dict:
+def select(candidates: list[dict], *, out_model: str, out_metrics: str, record: str, log=print) -> dict:
     """Copy the best candidate's model and metrics into place; write the record; return it."""
     best, scored = choose(candidates)
     atomic_copy(best["model"], out_model)
@@ -54,4 +54,7 @@ def select(candidates: list[dict], *, out_model: str, out_metrics: str, record: 
         "candidates": [{k: c.get(k) for k in ("name", "setting", "metric", "value", "dev_ppl")} for c in scored],
     }
     write_json(record, result)
+    for c in result["candidates"]:
+        log(f"{'*' if c['name'] == result['selected'] else ' '} {c['name']}: dev {c['metric']} {c['value']:.2f}")
+    log(f"selected {result['selected']} -> {out_model}")
     return result

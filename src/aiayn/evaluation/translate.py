@@ -1,19 +1,27 @@
-"""Translation with a trained model: length-sorted batches, KV-cached beam search, input order restored."""
+"""Translation with a trained model (§6.1): length-sorted batches, KV-cached beam search, input order
+restored; `translate_file` decodes a file with a checkpoint's model, one line out per line in."""
 
 from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
+from aiayn.data import vocab
 from aiayn.data.binary import BOS, EOS, PAD
+from aiayn.data.corpus import read_lines
+from aiayn.errors import UserError
+from aiayn.io import atomic_paths
 from aiayn.model.beam import Hypothesis, beam_search
 from aiayn.model.beam_state import BeamState
 from aiayn.model.transformer import Transformer
-from aiayn.training import precision as arithmetic
+from aiayn.training import checkpoint as ckpt
+from aiayn.training.distributed import choose_device
+from aiayn.training.precision import autocast as precision_autocast
 
 
 def max_steps(src_len: int, a: float, b: int, cap: int | None = None) -> int:
@@ -77,7 +85,7 @@ def translate(
     device = next(model.parameters()).device
 
     def autocast():
-        return arithmetic.autocast(device, precision)
+        return precision_autocast(device, precision)
 
     model.eval()
     out: list[list[Hypothesis] | None] = [None] * len(src)
@@ -100,3 +108,87 @@ def translate(
         if progress:
             progress(done, time.perf_counter() - start)
     return out
+
+
+def fit_positions(src: list[list[int]], model: Transformer, label: str, log=print) -> list[list[int]]:
+    """Source sequences cut to what learned positions cover (they end at max_positions, EOS
+    included), each cut said by line; sinusoidal positions take any length."""
+    if model.cfg.positional != "learned":
+        return src
+    cap = model.cfg.max_positions - 1
+    out = []
+    for i, ids in enumerate(src):
+        if len(ids) > cap:
+            log(f"{label}, line {i + 1}: {len(ids)} tokens, cut to the model's {cap} positions")
+            ids = ids[:cap]
+        out.append(ids)
+    return out
+
+
+def check_vocabularies(state: dict, model_path, spm: dict) -> None:
+    """The sentencepiece models `spm` ({"src", "tgt"}: paths) must be those the model was trained
+    with (its checkpoint says which)."""
+    side = vocab.differing_side(state.get("vocab"), {s: vocab.identity(p) for s, p in spm.items()})
+    if side:
+        path = spm["src" if side == "source" else "tgt"]
+        raise UserError(
+            f"{path} is not the {side} vocabulary {model_path} was trained with; give that dataset's spm models"
+        )
+
+
+def progress_lines(total: int, log=print) -> Callable[[int, float], None]:
+    """A `translate` progress callback that logs about every tenth of `total` sentences."""
+    every = max(1, total // 10)
+
+    def progress(done: int, seconds: float) -> None:
+        if done == total or done // every != (done - 1) // every:
+            log(f"translated {done}/{total} sentences, {done / max(seconds, 1e-9):.1f} sentences/s")
+
+    return progress
+
+
+def translate_file(
+    model_path,
+    input_path,
+    spm_src,
+    spm_tgt,
+    out,
+    *,
+    decode: dict,
+    nbest: int = 1,
+    batch_tokens: int = 4096,
+    device: str = "auto",
+    precision: str = "fp32",
+    log=print,
+) -> None:
+    """Decode `input_path` with the checkpoint `model_path` (`decode`: complete decoding settings)
+    into `out`, one line per line; with `nbest` > 1 also `out`.nbest (index, score, log-probability,
+    text per hypothesis). Both are written together once every sentence is decoded."""
+    dev = choose_device(device)
+    state = ckpt.load(model_path)
+    check_vocabularies(state, model_path, {"src": spm_src, "tgt": spm_tgt})
+    model = ckpt.rebuild(state, device=dev)
+    sp_src, sp_tgt = vocab.load(spm_src), vocab.load(spm_tgt)
+    src = fit_positions(vocab.to_ids(sp_src, list(read_lines(input_path))), model, str(input_path), log)
+    hyps = translate(
+        model,
+        src,
+        beam=decode["beam"],
+        alpha=decode["alpha"],
+        max_len_a=decode["max_len_a"],
+        max_len_b=decode["max_len_b"],
+        batch_tokens=batch_tokens,
+        nbest=nbest,
+        precision=precision,
+        progress=progress_lines(len(src), log),
+    )
+    targets = [Path(out)] + ([Path(f"{out}.nbest")] if nbest > 1 else [])
+    with atomic_paths(*targets) as temps:
+        temps[0].write_text("".join(vocab.to_text(sp_tgt, h[0].tokens if h else []) + "\n" for h in hyps), "utf-8")
+        if nbest > 1:
+            rows = [
+                f"{i}\t{h.score:.6f}\t{h.logprob:.6f}\t{vocab.to_text(sp_tgt, h.tokens)}\n"
+                for i, hs in enumerate(hyps)
+                for h in hs
+            ]
+            temps[1].write_text("".join(rows), "utf-8")

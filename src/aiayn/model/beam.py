@@ -13,7 +13,7 @@ is the same as decoding the batch until every sentence is done).
 
 `step(tokens)` gives log-probabilities (rows, V) of the next token for each row's prefix;
 `reorder(rows)` makes row i of the model's state a copy of old row rows[i] (for the Transformer:
-`aiayn.beam_state.BeamState.reorder`). Rows are sentence-major: row a·k + j is hypothesis j of
+`aiayn.model.beam_state.BeamState.reorder`). Rows are sentence-major: row a·k + j is hypothesis j of
 active sentence a.
 """
 

@@ -16,7 +16,7 @@ from aiayn.model.transformer import Transformer
 
 
 class BeamState:
-    """An `IncrementalState` (aiayn.model) for `group` hypotheses per sentence of `memory`."""
+    """An `IncrementalState` (aiayn.model.transformer) for `group` hypotheses per sentence of `memory`."""
 
     def __init__(self, model: Transformer, memory: Tensor, memory_mask: Tensor, max_len: int, group: int = 1):
         cfg = model.cfg

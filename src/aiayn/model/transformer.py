@@ -12,57 +12,14 @@ the same outputs.
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass
 from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """Hyperparameters of one Transformer (§3, Table 3). Defaults are the base model."""
-
-    src_vocab: int
-    tgt_vocab: int
-    N: int = 6
-    d_model: int = 512
-    d_ff: int = 2048
-    h: int = 8
-    d_k: int = 64
-    d_v: int = 64
-    P_drop: float = 0.1
-    P_drop_attn: float = 0.0
-    positional: str = "sinusoidal"  # or "learned" (Table 3 row E)
-    max_positions: int = 1024  # longest position a learned embedding covers
-    pre_norm: bool = False
-    shared_vocab: bool = True  # three-way weight tying (§3.4); else target embedding = projection only
-    pad_id: int = 0
-
-    def __post_init__(self):
-        if self.positional not in ("sinusoidal", "learned"):
-            raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {self.positional!r}")
-        if self.positional == "sinusoidal" and self.d_model % 2:
-            raise ValueError(f"sinusoidal positions need an even d_model, got {self.d_model}")
-        if self.shared_vocab and self.src_vocab != self.tgt_vocab:
-            raise ValueError(
-                f"a shared vocabulary needs src_vocab == tgt_vocab, got {self.src_vocab} and {self.tgt_vocab}"
-            )
-
-    @classmethod
-    def from_dict(cls, values: dict) -> "ModelConfig":
-        """Build from a mapping, rejecting keys that are not fields (a typo would otherwise be ignored)."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - names)
-        if unknown:
-            raise ValueError(f"unknown model setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
-        return cls(**values)
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+from aiayn.model.hparams import ModelConfig
 
 
 def sinusoidal_positions(length: int, d_model: int, offset: int = 0) -> Tensor:
@@ -229,7 +186,7 @@ class DecoderLayer(nn.Module):
 
 class IncrementalState(Protocol):
     """What `Transformer.decode_step` needs between steps; the caller owns it and its row layout
-    (batched beam search: `aiayn.beam_state`, which also reorders it, as fairseq's generator does).
+    (batched beam search: `aiayn.model.beam_state`, which also reorders it, as fairseq's generator does).
 
     The decoder runs `rows` = A × `group` target rows over A memory rows: row r reads memory row
     r // group (one sentence's beam shares the sentence's memory).
@@ -324,3 +281,16 @@ def count_parameters(model: nn.Module) -> int:
 def build(cfg: ModelConfig, device: str | torch.device | None = None) -> Transformer:
     with torch.device(device or "cpu"):
         return Transformer(cfg)
+
+
+@torch.no_grad()
+def encoder_attention(model: Transformer, tokens: list[int]) -> Tensor:
+    """The last encoder layer's self-attention weights over one source sentence (its token ids, EOS
+    included): (h, S, S), each row a distribution over the positions attended."""
+    layer = model.encoder[-1].self_attn
+    layer.recorded = []
+    try:
+        model.encode(torch.tensor([tokens]))
+        return layer.recorded[0][0]  # (h, S, S)
+    finally:
+        layer.recorded = None

@@ -23,7 +23,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from aiayn.data.corpus import read_lines
 from aiayn.errors import UserError
+from aiayn.parsing.trees import parse_trees, restore
 
 TERMINATORS = set(" \t\n\r\f\v()")
 PRETERMINAL = re.compile(r"\(\s*[^()\s]+\s+[^()\s]+\s*\)")  # (TAG word)
@@ -274,3 +276,30 @@ def format_summary(result: dict) -> str:
             "",
         ]
     return "\n".join(lines)
+
+
+def score_parses(hyp: list[str], gold_lines: list[str]) -> dict:
+    """EVALB of a parser's output, linearized trees (`hyp`), against the gold trees under TOP: each
+    output restored to a tree over its gold sentence first (`aiayn.parsing.trees.restore`)."""
+    golds = [parse_trees(line)[0] for line in gold_lines]
+    tests = [str(restore(h, g)) for h, g in zip(hyp, golds)]
+    result = evalb(gold_lines, tests, COLLINS)
+    result.pop("sentences")
+    return result
+
+
+def evalb_files(gold_path: str, test_path: str, log=print) -> dict:
+    """EVALB of the trees in `test_path` against those in `gold_path` (one per line, aligned):
+    every error line and the summary are logged, as EVALB prints them."""
+    gold, test = list(read_lines(gold_path)), list(read_lines(test_path))
+    if not any(line.strip() for line in gold):
+        raise UserError(f"{gold_path}: no trees to score; give the gold trees, one per line")
+    if len(gold) != len(test):
+        raise UserError(
+            f"{test_path} has {len(test)} lines but {gold_path} has {len(gold)}; they must align line by line"
+        )
+    result = evalb(gold, test)
+    for message in result["errors"]:
+        log(message)
+    log(format_summary(result))
+    return result

@@ -1,15 +1,17 @@
-"""The parsing branch's data and scoring (§6.3): treebank splits to sequences, parses back to EVALB."""
+"""The parsing branch's data (§6.3): one treebank split as sentences, linearized trees and gold trees.
+
+The treebank is the user's licensed copy (a folder), or an archive (the demo's generated one),
+taken out with the data stage's safe extractor.
+"""
 
 from __future__ import annotations
 
-import tarfile
 from pathlib import Path
 
-from aiayn.data.corpus import atomic_pair, read_lines
+from aiayn.data.corpus import atomic_pair, extract_members, read_lines
 from aiayn.errors import UserError
 from aiayn.io import atomic_write_text, scratch_dir
-from aiayn.parsing.evalb import COLLINS, evalb
-from aiayn.parsing.trees import Tree, delinearize, linearize, parse_trees, preprocess, read_sections, with_top
+from aiayn.parsing.trees import Tree, linearize, parse_trees, preprocess, read_sections, with_top
 
 
 def split_trees(dataset: dict, split: str) -> list[Tree]:
@@ -29,15 +31,13 @@ def split_trees(dataset: dict, split: str) -> list[Tree]:
     return [t for t in trees if t is not None]
 
 
-def write_split(dataset: dict, split: str, out_src, out_tgt, out_gold, archive: str | None = None) -> int:
+def write_split(dataset: dict, split: str, out_src, out_tgt, out_gold, archive: str | None = None, log=print) -> int:
     """src: the words; tgt: the linearized tree (POS per `pos_tags`); gold: the tree under TOP.
-    With `archive`, the treebank is read from that (safely extracted) archive."""
+    With `archive`, the treebank's .mrg files are read from that archive."""
     pos = dataset.get("pos_tags", "XX")
     if archive:
-        Path(out_src).parent.mkdir(parents=True, exist_ok=True)
         with scratch_dir(out_src) as tmp:
-            with tarfile.open(archive) as tar:
-                tar.extractall(tmp, filter="data")
+            extract_members(archive, lambda name: name.endswith(".mrg"), tmp)
             trees = split_trees({**dataset, "treebank": str(tmp)}, split)
     else:
         trees = split_trees(dataset, split)
@@ -46,22 +46,5 @@ def write_split(dataset: dict, split: str, out_src, out_tgt, out_gold, archive: 
             fs.write(" ".join(tree.words()) + "\n")
             ft.write(linearize(preprocess(tree, pos)) + "\n")
     atomic_write_text(out_gold, "".join(str(with_top(t)) + "\n" for t in trees))
+    log(f"{split}: {len(trees)} trees -> {out_src}, {out_tgt}, {out_gold}")
     return len(trees)
-
-
-def restore(sequence: str, gold: Tree) -> Tree:
-    """The model's linearized output as a tree over the gold words; XX leaves take the gold POS tags
-    (the words and their tags are the parser's input, as in Vinyals & Kaiser et al. 2014)."""
-    tree = delinearize(sequence, gold.words())
-    for leaf, gold_leaf in zip(tree.leaves(), gold.leaves()):
-        if leaf.label == "XX":
-            leaf.label = gold_leaf.label
-    return tree
-
-
-def score_parses(hyp: list[str], gold_lines: list[str]) -> dict:
-    golds = [parse_trees(line)[0] for line in gold_lines]
-    tests = [str(restore(h, g)) for h, g in zip(hyp, golds)]
-    result = evalb(gold_lines, tests, COLLINS)
-    result.pop("sentences")
-    return result

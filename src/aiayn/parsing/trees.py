@@ -5,7 +5,8 @@ stripped (NP-SBJ-1 -> NP; labels that start with "-", such as -LRB-, stay), -NON
 the constituents they leave empty are removed, and POS tags are kept or replaced by one symbol
 (`pos="XX"`, as Vinyals & Kaiser et al. 2014 do). A tree is linearized into a sequence of
 "(LABEL", POS-or-XX leaves and ")LABEL" tokens; `delinearize` reads any such sequence, balanced or
-not, back into a valid tree over exactly the given words.
+not, back into a valid tree over exactly the given words, and `restore` gives a parser's output
+the gold POS tags of its sentence.
 """
 
 from __future__ import annotations
@@ -170,3 +171,13 @@ def _prune(tree: Tree) -> Tree | None:
 
 def with_top(tree: Tree) -> Tree:
     return tree if tree.label == "TOP" else Tree("TOP", [tree])
+
+
+def restore(sequence: str, gold: Tree) -> Tree:
+    """The model's linearized output as a tree over the gold words; XX leaves take the gold POS tags
+    (the words and their tags are the parser's input, as in Vinyals & Kaiser et al. 2014)."""
+    tree = delinearize(sequence, gold.words())
+    for leaf, gold_leaf in zip(tree.leaves(), gold.leaves()):
+        if leaf.label == "XX":
+            leaf.label = gold_leaf.label
+    return tree

@@ -1,27 +1,42 @@
 """Figures of the report: learning curves, the learning-rate schedule, throughput, attention maps
-(the paper's Figures 3-5). matplotlib, written as PNG."""
+(the paper's Figures 3-5), and the one way every figure of the package is drawn and saved
+(`pyplot`, `save`: matplotlib without a display, written as PNG atomically)."""
 
 from __future__ import annotations
 
-import matplotlib
+from pathlib import Path
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from aiayn.data import vocab
+from aiayn.data.binary import EOS
+from aiayn.data.corpus import read_lines
+from aiayn.errors import UserError
+from aiayn.io import atomic_path
+from aiayn.model.transformer import encoder_attention
+from aiayn.training import checkpoint as ckpt
+from aiayn.training import metrics
 
-from aiayn.io import atomic_path  # noqa: E402
-from aiayn.training import metrics  # noqa: E402
+
+def pyplot():
+    """matplotlib.pyplot on its file-only backend (jobs have no display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
-def _save(fig, out) -> None:
+def save(fig, out, dpi: int = 90) -> None:
+    """Write `fig` to `out` as PNG, atomically, and close it."""
     with atomic_path(out) as tmp:
-        fig.savefig(tmp, dpi=90, format="png")
-    plt.close(fig)
+        fig.savefig(tmp, dpi=dpi, format="png")
+    pyplot().close(fig)
 
 
 def learning_curves(path, out, title: str) -> None:
     records = metrics.read(path)
     progress, dev = records.progress, records.dev
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    fig, axes = pyplot().subplots(1, 3, figsize=(13, 3.6))
     steps = [r["step"] for r in progress]
     axes[0].plot(steps, [r["loss"] for r in progress], label="train loss (label-smoothed)")
     axes[0].set_xlabel("update")
@@ -40,24 +55,24 @@ def learning_curves(path, out, title: str) -> None:
     axes[2].set_ylabel("target tokens / s")
     fig.suptitle(title)
     fig.tight_layout()
-    _save(fig, out)
+    save(fig, out)
 
 
 def learning_rate(path, out, title: str) -> None:
     progress = metrics.read(path).progress
-    fig, ax = plt.subplots(figsize=(5, 3.4))
+    fig, ax = pyplot().subplots(figsize=(5, 3.4))
     ax.plot([r["step"] for r in progress], [r["lr"] for r in progress])
     ax.set_xlabel("update")
     ax.set_ylabel("learning rate")
     ax.set_title(title)
     fig.tight_layout()
-    _save(fig, out)
+    save(fig, out)
 
 
 def attention_maps(weights, src_tokens: list[str], out, title: str, heads: int = 4) -> None:
     """weights: (h, S, S) self-attention of one encoder layer for one sentence."""
     n = min(heads, weights.shape[0])
-    fig, axes = plt.subplots(1, n, figsize=(3.2 * n + 1, 3.6))
+    fig, axes = pyplot().subplots(1, n, figsize=(3.2 * n + 1, 3.6))
     axes = [axes] if n == 1 else axes
     for i, ax in enumerate(axes):
         ax.imshow(weights[i].numpy(), cmap="viridis", vmin=0, vmax=1)
@@ -66,4 +81,20 @@ def attention_maps(weights, src_tokens: list[str], out, title: str, heads: int =
         ax.set_title(f"head {i + 1}", fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
-    _save(fig, out)
+    save(fig, out)
+
+
+def write_figures(name: str, metrics_path, model_path, spm_src, dev_src, *, curves, lr_plot, attention) -> None:
+    """One experiment's learning curves, learning-rate schedule (from its metrics) and the encoder
+    self-attention of its model on the first dev sentence of 5-25 pieces (last layer, first heads)."""
+    if not Path(metrics_path).is_file():
+        raise UserError(f"{metrics_path}: no metrics file; the run's training writes it")
+    learning_curves(metrics_path, curves, f"{name}: training")
+    learning_rate(metrics_path, lr_plot, f"{name}: learning rate (§5.3)")
+    model = ckpt.rebuild(ckpt.load(model_path)).eval()
+    sp = vocab.load(spm_src)
+    lines = list(read_lines(dev_src))
+    ids = next((x for x in vocab.to_ids(sp, lines) if 5 <= len(x) <= 25), vocab.to_ids(sp, lines[:1])[0])
+    pieces = [sp.IdToPiece(i) for i in ids] + ["</s>"]
+    weights = encoder_attention(model, ids + [EOS])
+    attention_maps(weights, pieces, attention, f"{name}: encoder self-attention, last layer")

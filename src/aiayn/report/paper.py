@@ -1,8 +1,9 @@
 """The paper's own setting behind each of its rows, to tell a run that reproduces a row from one
-that only resembles it. The numbers are the paper's (../shared/reference/paper.md), kept here and
-not read from config.yaml: a config's presets may be anything (the demo's are 2-layer models).
+that only resembles it. The numbers are the paper's (Vaswani et al. 2017, arXiv:1706.03762 v5; the
+section or table beside each), kept here and not read from config.yaml: a config's presets may be
+anything (the demo's are 2-layer models).
 
-`differences()` lists, for one experiment of Table 2, 3 or 4, everything that is not the paper's
+`departures()` lists, for one experiment of Table 2, 3 or 4, everything that is not the paper's
 setting: the tables print a delta against the paper only when the list is empty.
 """
 
@@ -97,7 +98,7 @@ def paper_models(table: int, exp: dict) -> list[dict]:
     return [{**MODEL[preset], **v} for v in variations]
 
 
-def differences(table: int, exp: dict, *, updates: int, lines: int | None, train_pairs: int | None) -> list[str]:
+def departures(table: int, exp: dict, *, updates: int, lines: int | None, train_pairs: int | None) -> list[str]:
     """What in this run is not the paper's setting of its row, each as a short phrase; [] if none.
 
     `exp` is the table spec of the experiment (aiayn.study.Study.table_spec); `updates` the
@@ -136,5 +137,5 @@ def setting(table: int, exp: dict, figure: str, **facts) -> tuple[bool, str]:
     """(comparable, the text of the row's `setting` cell): "the paper's", or why not."""
     if exp["paper"].get(figure) is None:
         return False, "no paper figure for this row"
-    found = differences(table, exp, **facts)
+    found = departures(table, exp, **facts)
     return (not found), ("the paper's" if not found else "not comparable: " + ", ".join(found))

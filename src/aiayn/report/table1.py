@@ -19,9 +19,11 @@ layers, beside the paper's asymptotic column.
 - Crossover: the smallest measured n at which self-attention takes longer than the recurrent layer
   at the same d (the paper: self-attention is faster when n < d).
 
-Layers are torch's own where they exist (`nn.LSTM`, `nn.Conv1d`, the model's attention with
-`F.scaled_dot_product_attention`); restricted self-attention is that attention with a banded mask
-of neighbourhood r; the dilated convolution doubles as the O(log_k n) path of §4.
+Layers are torch's own where they exist (`nn.LSTM`, `nn.Conv1d`); self-attention is multi-head
+attention written out as matrix products (so that the FLOP counter sees them; the model's fused
+`F.scaled_dot_product_attention` is not counted on CPU), and restricted self-attention the same
+attention over a band of neighbourhood r; the dilated convolution doubles as the O(log_k n) path of §4.
+`write` measures a `table1:` setting and writes the table (Markdown, CSV) and its figure.
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 from torch.utils.flop_counter import FlopCounterMode
+
+from aiayn.io import atomic_paths
+from aiayn.report.figures import pyplot, save
+from aiayn.report.format import footer, to_csv, to_markdown
 
 # the paper's Table 1 (n: sequence length, d: representation dimension, k: kernel size, r: neighbourhood)
 PAPER = {
@@ -293,8 +299,6 @@ COLUMNS = [
 
 
 def markdown(result: Result, settings: dict) -> str:
-    from aiayn.report.tables import footer, to_markdown  # noqa: PLC0415
-
     ns = settings["n"]
     cross = (
         f"self-attention first takes longer than the recurrent layer at n = {result.crossover_n} "
@@ -308,7 +312,7 @@ def markdown(result: Result, settings: dict) -> str:
         + to_markdown(result.rows, COLUMNS)
         + f"\n\nMeasured on {settings.get('device', 'cpu')} at d = {result.d} over n = {ns[0]}..{ns[-1]}, "
         f"widths {settings['d']}, kernel k = {settings['k']}, neighbourhood r = {settings['r']} "
-        "(aiayn.table1). Exponents: least-squares slopes of log FLOPs (torch's FLOP counter; for the attention "
+        "(aiayn.report.table1). Exponents: least-squares slopes of log FLOPs (torch's FLOP counter; for the attention "
         "layers the attention itself, without the position-wise projections) and of log wall time against log n "
         "and log d. Sequential operations: the recurrence's cell calls, by construction. Path length: the smallest "
         "stack of layers whose output position 0 depends on input position n-1 (a non-zero gradient); for the "
@@ -319,14 +323,7 @@ def markdown(result: Result, settings: dict) -> str:
 
 
 def figure(result: Result, path) -> None:
-    import matplotlib  # noqa: PLC0415
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    from aiayn.io import atomic_path  # noqa: PLC0415
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    fig, axes = pyplot().subplots(1, 2, figsize=(10, 4))
     for kind, c in result.curves.items():
         axes[0].loglog(c["n"], c["flops"], marker="o", label=kind)
         axes[1].loglog(c["n"], c["seconds"], marker="o", label=kind)
@@ -334,6 +331,31 @@ def figure(result: Result, path) -> None:
     axes[1].set(xlabel="n (positions)", ylabel="seconds per layer (forward)", title=f"wall time, d = {result.d}")
     axes[0].legend(fontsize=7)
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=100)
-    plt.close(fig)
+    save(fig, path, dpi=100)
+
+
+def write(settings: dict, *, out_md, out_csv, figure_path, threads: int = 0, log=print) -> Result:
+    """Measure Table 1 with `settings` (the complete `table1:` settings) on `threads` torch threads
+    (0: torch's default) and write it as Markdown and CSV, and its figure."""
+    if threads:
+        torch.set_num_threads(threads)
+    ns = sorted(settings["n"])
+    result = measure(
+        d=settings["d_model"],
+        ns=ns,
+        ds=sorted(settings["d"]),
+        k=settings["k"],
+        r=settings["r"],
+        path_ns=settings["path_n"],
+        repeats=settings["repeats"],
+    )
+    with atomic_paths(out_md, out_csv) as (md, csv):
+        md.write_text(markdown(result, {**settings, "n": ns}), encoding="utf-8")
+        csv.write_text(to_csv(result.rows), encoding="utf-8")
+    figure(result, figure_path)
+    for row in result.rows:
+        log(
+            f"{row['layer']}: n-exponent {row['n_exponent_flops']} (paper {row['paper_n_exponent']}), "
+            f"d-exponent {row['d_exponent_flops']} (paper {row['paper_d_exponent']}), path {row['path_length']}"
+        )
+    return result

@@ -2,22 +2,30 @@
 
 Each table is a list of row dicts, written as CSV and as Markdown from the same values. A run
 whose score file is missing shows as pending, with its progress (step / total) if its metrics
-exist. Sources: <experiment>/<set>.score.json, <experiment>/metrics.jsonl, the study's config.
-Tables read and format; they score nothing (baselines: `aiayn.baselines`, p-values: `aiayn.score`).
+exist. Sources, all named by `Layout`: each experiment's score file, metrics.jsonl, average.json
+and selected.json, its dataset's train.report.json (or training text), and the table's spec
+(`Study.table_spec`: the experiments and the paper's numbers from the config). Tables read and
+format; what they score is scored elsewhere (baselines: `aiayn.evaluation.baselines`, p-values:
+`aiayn.evaluation.score`).
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from pathlib import Path
 
-from aiayn import __version__
+from aiayn.data.corpus import read_lines
 from aiayn.errors import UserError
+from aiayn.evaluation import baselines
+from aiayn.evaluation.score import paired_bootstrap_p
+from aiayn.io import atomic_paths
 from aiayn.report import paper
+from aiayn.report.format import footer, to_csv, to_markdown
+from aiayn.study import config as cfg
+from aiayn.study.grid import TABLE_SPEC_KEYS, Study
+from aiayn.study.layout import Layout
 from aiayn.training import metrics
-from aiayn.training.hardware import PEAKS, gpu_model, model_flops, peak_flops
+from aiayn.training.hardware import PEAKS, gpu_model, peak_flops
 
 # Table 2 of the paper: the other systems, kept for context (BLEU EN-DE, EN-FR; cost EN-DE, EN-FR).
 PAPER_TABLE2 = [
@@ -73,9 +81,9 @@ def read_record(path: Path, *keys: str) -> dict:
     return record
 
 
-def averaged_steps(results: Path, experiment: str) -> str | None:
+def averaged_steps(layout: Layout, experiment: str) -> str | None:
     """The steps average.pt averaged (from average.json), e.g. "5: 96000..100000 every 1000"."""
-    path = results / experiment / "average.json"
+    path = Path(layout.average_record(experiment))
     if not path.exists():
         return None
     steps = read_record(path, "steps")["steps"]
@@ -85,10 +93,10 @@ def averaged_steps(results: Path, experiment: str) -> str | None:
     return f"{len(steps)}: " + ", ".join(map(str, steps))
 
 
-def selection(results: Path, experiment: str) -> str | None:
+def selected_candidate(layout: Layout, experiment: str) -> str | None:
     """What the dev-set selection (§6.3) took, from selected.json: "P_drop 0.2, lr_scale 0.5 (dev f1
     88.10, best of 6)"."""
-    path = results / experiment / "selected.json"
+    path = Path(layout.selected(experiment))
     if not path.exists():
         return None
     record = read_record(path, "setting", "metric", "value", "candidates")
@@ -96,23 +104,23 @@ def selection(results: Path, experiment: str) -> str | None:
     return f"{setting} (dev {record['metric']} {record['value']:.2f}, best of {len(record['candidates'])})"
 
 
-def train_pairs(results: Path, exp: dict) -> int | None:
+def train_pairs(layout: Layout, exp: dict) -> int | None:
     """Training pairs (sentences for parsing) the run's dataset kept, or None before it is prepared."""
-    data = results / "data" / exp["dataset"]
-    report = data / "train.report.json"
+    report = Path(layout.train_report(exp["dataset"]))
     if report.exists():
         return int(read_record(report, "kept")["kept"])
-    if exp.get("task") == "parsing" and (data / "train.src").exists():
-        with open(data / "train.src", "rb") as f:
+    text = Path(layout.text(exp["dataset"], "train", "src"))
+    if exp.get("task") == "parsing" and text.exists():
+        with open(text, "rb") as f:
             return sum(1 for _ in f)
     return None
 
 
-def what_was_run(table: int, exp: dict, m: dict, score: dict | None, results: Path, figure: str) -> dict:
+def what_was_run(table: int, exp: dict, m: dict, score: dict | None, layout: Layout, figure: str) -> dict:
     """The cells that say what a row's run was, and whether it is the paper's setting (`comparable`)."""
     lines = score.get("lines", score.get("all", {}).get("sentences")) if score else None
     comparable, text = paper.setting(
-        table, exp, figure, updates=m["step"], lines=lines, train_pairs=train_pairs(results, exp)
+        table, exp, figure, updates=m["step"], lines=lines, train_pairs=train_pairs(layout, exp)
     )
     hardware = None
     if m["device"]:
@@ -127,10 +135,14 @@ def what_was_run(table: int, exp: dict, m: dict, score: dict | None, results: Pa
     }
 
 
-def read_score(results: Path, experiment: str, testset: str) -> dict | None:
+def read_score(layout: Layout, experiment: str, testset: str) -> dict | None:
     """The score file of `experiment` on `testset`, or None before it exists."""
-    path = results / experiment / f"{testset}.score.json"
+    path = Path(layout.score(experiment, testset))
     return read_record(path) if path.exists() else None
+
+
+def read_metrics(layout: Layout, experiment: str) -> dict:
+    return metrics.summary(layout.metrics(experiment))
 
 
 def _status(exp: dict, metrics: dict, scored: bool) -> str:
@@ -141,16 +153,16 @@ def _status(exp: dict, metrics: dict, scored: bool) -> str:
     return "pending"
 
 
-def table2(results: Path, experiments: list[dict]) -> list[dict]:
+def table2(layout: Layout, experiments: list[dict]) -> list[dict]:
     rows = []
     for exp in experiments:
-        m = metrics.summary(results / exp["name"] / "metrics.jsonl")
-        s = read_score(results, exp["name"], exp["testset"])
+        m = read_metrics(layout, exp["name"])
+        s = read_score(layout, exp["name"], exp["testset"])
         ours = s["tokenized_bleu"]["score"] if s else None
         theirs = exp["paper"].get("bleu")
-        flops = m["flops"] or (model_flops(m["params"], m["tgt_tokens"]) if m["params"] else None)
+        flops = m["flops"]
         peak = peak_flops(m["device"], m["precision"]) if m["device"] else None  # the run's own arithmetic
-        run = what_was_run(2, exp, m, s, results, "bleu")
+        run = what_was_run(2, exp, m, s, layout, "bleu")
         rows.append(
             {
                 "experiment": exp["name"],
@@ -164,7 +176,7 @@ def table2(results: Path, experiments: list[dict]) -> list[dict]:
                 "sacrebleu": s["sacrebleu"]["score"] if s else None,
                 "lines": s["lines"] if s else None,
                 "averaged": exp["average"],
-                "averaged_steps": averaged_steps(results, exp["name"]) if exp["average"] > 1 else None,
+                "averaged_steps": averaged_steps(layout, exp["name"]) if exp["average"] > 1 else None,
                 "gpu": m["device"],
                 "gpus": m["gpus"],
                 "gpu_hours": m["hours"] * (m["gpus"] or 0),
@@ -177,12 +189,12 @@ def table2(results: Path, experiments: list[dict]) -> list[dict]:
     return rows
 
 
-def table3(results: Path, experiments: list[dict]) -> list[dict]:
+def table3(layout: Layout, experiments: list[dict]) -> list[dict]:
     base = next((e for e in experiments if e.get("row") == "base"), None)
     rows = []
     for exp in experiments:
-        m = metrics.summary(results / exp["name"] / "metrics.jsonl")
-        s = read_score(results, exp["name"], exp["testset"])
+        m = read_metrics(layout, exp["name"])
+        s = read_score(layout, exp["name"], exp["testset"])
         model = exp["model"]
         changed = {
             k: v for k, v in model.items() if k in BASE_MODEL and v != (base or {"model": BASE_MODEL})["model"].get(k)
@@ -195,7 +207,7 @@ def table3(results: Path, experiments: list[dict]) -> list[dict]:
             "row": exp.get("row"),
             "experiment": exp["name"],
             "status": _status(exp, m, bool(s)),
-            **what_was_run(3, exp, m, s, results, "dev_bleu"),
+            **what_was_run(3, exp, m, s, layout, "dev_bleu"),
             "changes": ", ".join(f"{k}={v}" for k, v in changed.items()) if exp.get("row") != "base" else "(base)",
             **{k: model[k] for k in ("N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop")},
             "eps_ls": exp["eps_ls"],
@@ -212,12 +224,12 @@ def table3(results: Path, experiments: list[dict]) -> list[dict]:
     return rows
 
 
-def table4(results: Path, experiments: list[dict]) -> list[dict]:
+def table4(layout: Layout, experiments: list[dict]) -> list[dict]:
     rows = []
     for exp in experiments:
-        m = metrics.summary(results / exp["name"] / "metrics.jsonl")
-        s = read_score(results, exp["name"], exp["testset"])
-        run = what_was_run(4, exp, m, s, results, "f1")
+        m = read_metrics(layout, exp["name"])
+        s = read_score(layout, exp["name"], exp["testset"])
+        run = what_was_run(4, exp, m, s, layout, "f1")
         f1 = s["all"]["f1"] if s else None
         rows.append(
             {
@@ -229,7 +241,7 @@ def table4(results: Path, experiments: list[dict]) -> list[dict]:
                 "delta": f1 - exp["paper"]["f1"] if f1 is not None and run["comparable"] else None,
                 "testset": exp["testset"],
                 "lines": s["all"]["sentences"] if s else None,
-                "selected_on_dev": selection(results, exp["name"]),
+                "selected_on_dev": selected_candidate(layout, exp["name"]),
                 **run,
                 "precision": s["all"]["precision"] if s else None,
                 "recall": s["all"]["recall"] if s else None,
@@ -237,41 +249,6 @@ def table4(results: Path, experiments: list[dict]) -> list[dict]:
             }
         )
     return rows
-
-
-# -- writing ----------------------------------------------------------------------------------------
-def _fmt(value, key: str = "") -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        if "flops" in key or "cost" in key:
-            return f"{value:.1e}"
-        if key in ("mfu",):
-            return f"{value:.1%}"
-        if key == "tokens_per_update":
-            return f"{value:,.0f}"
-        if key.startswith("p_value"):
-            return f"{value:.4f}"
-        return f"{value:.2f}"
-    return str(value)
-
-
-def to_csv(rows: list[dict]) -> str:
-    out = io.StringIO()
-    if rows:
-        writer = csv.DictWriter(out, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return out.getvalue()
-
-
-def to_markdown(rows: list[dict], columns: list[str] | None = None) -> str:
-    if not rows:
-        return "(no experiments)\n"
-    columns = columns or list(rows[0])
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(_fmt(r.get(c), c) for c in columns) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
 
 
 TITLES = {
@@ -283,7 +260,8 @@ TITLES = {
 
 SETTING_NOTE = (
     "\nsetting: \"the paper's\" when the run is the paper's setting of its row (model, updates and tokens per "
-    "update, decoding, checkpoint averaging, test set and its size, training data size, aiayn.paper); otherwise "
+    "update, decoding, checkpoint averaging, test set and its size, training data size, aiayn.report.paper); "
+    "otherwise "
     "what differs, and no delta against the paper is printed.\n"
 )
 
@@ -299,7 +277,8 @@ def hardware_note(rows: list[dict]) -> str:
     unknown = sorted({r["gpu"] for r in rows if r.get("gpu") not in (None, "cpu") and gpu_model(r["gpu"]) is None})
     if unknown:
         notes.append(
-            f"No peak FLOP/s is known for {', '.join(unknown)} (aiayn.hardware.PEAKS), so its rows have no cost "
+            f"No peak FLOP/s is known for {', '.join(unknown)} (aiayn.training.hardware.PEAKS), so its rows "
+            "have no cost "
             "and no MFU."
         )
     return "".join(f"\n{n}\n" for n in notes)
@@ -340,8 +319,7 @@ def markdown_document(number: int, rows: list[dict], study: str | None = None) -
             + ", ".join(f"{k} {v['fp32'] / 1e12:g}" for k, v in PEAKS.items() if "fp32" in v)
             + "); model_flops: the training FLOPs counted from every update's batches (encoder on source, decoder "
             "on target tokens, attention products at the real lengths, output projection; "
-            "aiayn.hardware.training_flops), or 6 x parameters x target tokens for runs recorded before that count. "
-            "The paper's Table 2 gives 41.8 for big EN-FR; "
+            "aiayn.training.hardware.training_flops). The paper's Table 2 gives 41.8 for big EN-FR; "
             "its §6.1 text and abstract say 41.0.\n"
         )
         parts.append(hardware_note(rows))
@@ -409,17 +387,81 @@ def markdown_document(number: int, rows: list[dict], study: str | None = None) -
     return "".join(parts)
 
 
-def footer() -> str:
-    """The last line of every table: which aiayn wrote it."""
-    return f"\nWritten by aiayn {__version__}.\n"
-
-
-def build(number: int, results: Path, experiments: list[dict]) -> list[dict]:
-    """The rows of Table `number` for `experiments` (one row each, in order)."""
-    return {2: table2, 3: table3, 4: table4}[number](results, experiments)
+def build(number: int, results: str | Path, experiments: list[dict]) -> list[dict]:
+    """The rows of Table `number` for `experiments` (one row each, in order) from the study's
+    outputs under `results`."""
+    return {2: table2, 3: table3, 4: table4}[number](Layout(str(results)), experiments)
 
 
 def with_extra_rows(rows: list[dict], extra: list[dict]) -> list[dict]:
     """`rows` followed by `extra` (e.g. baselines), every row with the same columns."""
     columns = list(rows[0]) if rows else []
     return rows + [{**{k: None for k in columns}, **r} for r in extra]
+
+
+def add_p_values(rows: list[dict], layout: Layout, experiments: list[dict], samples: int) -> None:
+    """Table 3's p_value_vs_base: each scored row's dev-set translations against the base row's."""
+    base = next((e for e in experiments if e.get("row") == "base"), None)
+    base_score = base and read_score(layout, base["name"], base["testset"])
+    if not base_score:
+        return
+    ref, base_hyp = list(read_lines(base_score["ref"])), list(read_lines(base_score["hyp"]))
+    for exp, row in zip(experiments, rows):
+        score = read_score(layout, exp["name"], exp["testset"])
+        if score and exp is not base:
+            row["p_value_vs_base"] = paired_bootstrap_p(ref, base_hyp, list(read_lines(score["hyp"])), samples)
+
+
+def check_spec(experiments: list) -> None:
+    """--experiments is what `Study.table_spec` writes; name what a hand-made one lacks."""
+    for i, exp in enumerate(experiments):
+        missing = [k for k in TABLE_SPEC_KEYS if not isinstance(exp, dict) or k not in exp]
+        if missing:
+            name = exp.get("name", f"#{i + 1}") if isinstance(exp, dict) else f"#{i + 1}"
+            raise UserError(
+                f"--experiments: experiment {name} lacks {', '.join(missing)}; "
+                "use --config (or what `snakemake table<n>` passes)"
+            )
+
+
+def write_table(
+    number: int,
+    *,
+    experiments: list | None = None,
+    config=None,
+    results=None,
+    bootstrap: int = 0,
+    with_baselines: bool = False,
+    study: str | None = None,
+    out_md=None,
+    out_csv=None,
+    log=print,
+) -> list[dict]:
+    """Table `number` as Markdown and CSV (default: the study's tables folder) for `experiments`
+    (`Study.table_spec`'s, under `results`), or for the study `config` (its results, its
+    baselines setting), from whatever has finished. Table 3 gets paired-bootstrap p-values with
+    `bootstrap` samples; Tables 2 and 4 the trivial baselines with `with_baselines`."""
+    if experiments is not None:
+        check_spec(experiments)
+        layout = Layout(str(results or "results"))
+    elif config is not None:
+        loaded = cfg.load(config)
+        experiments = Study(loaded).table_spec(number)
+        layout = Layout(str(results or loaded["results"]))
+        with_baselines = with_baselines or loaded["baselines"]
+    else:
+        raise UserError("give --experiments (JSON) or --config (the study config)")
+    rows = {2: table2, 3: table3, 4: table4}[number](layout, experiments)
+    if number == 3 and bootstrap:
+        add_p_values(rows, layout, experiments, bootstrap)
+    if with_baselines and number in (2, 4):
+        rows = with_extra_rows(rows, baselines.table_rows(number, layout, experiments))
+    md = Path(out_md or layout.table(number, "md"))
+    csv_path = Path(out_csv or md.with_suffix(".csv"))
+    with atomic_paths(md, csv_path) as (tmp_md, tmp_csv):
+        tmp_md.write_text(markdown_document(number, rows, study), encoding="utf-8")
+        tmp_csv.write_text(to_csv(rows), encoding="utf-8")
+    names = {e["name"] for e in experiments}
+    done = sum(r["status"] == "done" for r in rows if r.get("experiment") in names)
+    log(f"table {number}: {done}/{len(experiments)} experiments done -> {md}, {csv_path}")
+    return rows

@@ -1,13 +1,18 @@
-"""Loading and checking config.yaml.
+"""config.yaml and every other set of settings, checked against one schema and completed from its defaults.
 
-The schema (workflow/schemas/config.schema.yaml) catches unknown keys and wrong types; `check()`
-catches what a schema cannot: references between sections (an experiment naming a preset or
-dataset that does not exist, a dataset naming an unknown archive or eval set).
+The schema (workflow/schemas/config.schema.yaml) catches unknown keys and wrong types and holds
+every default; `check()` catches what a schema cannot: references between sections (an
+experiment naming a preset or dataset that does not exist, a dataset naming an unknown archive
+or eval set). The `*_diff` definitions (an experiment's or preset's changes to a model, training
+or decoding) are derived from their base definitions when the schema is read, so a setting is
+written once. `complete()` checks a command's JSON settings (`--decode`, `--vocab`, `--cleaning`,
+`--settings` of table1) against the same definitions and fills in the same defaults.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 from importlib import resources
 from pathlib import Path
 
@@ -15,28 +20,70 @@ import jsonschema
 import yaml
 
 from aiayn.errors import UserError
+from aiayn.study.layout import RESERVED_NAMES
 
-# Names used for folders directly under results/; an experiment may not take them.
-RESERVED_NAMES = frozenset({"data", "downloads", "tables", "logs", "benchmarks", "report", "demo"})
+SCHEMA_FILE = "workflow/schemas/config.schema.yaml"
+# definitions whose `<name>_diff` twin is derived: every key nullable, null meaning "inherit"
+DIFFED = ("model", "train", "decode")
 
 
 class ConfigError(UserError, ValueError):
     """A mistake in the user's configuration; the message names the key and what to do."""
 
 
-def schema() -> dict:
-    """The JSON schema of config.yaml."""
+@functools.cache
+def _schema() -> dict:
     text = resources.files("aiayn").joinpath("config.schema.yaml").read_text(encoding="utf-8")
-    return yaml.safe_load(text)
+    schema_ = yaml.safe_load(text)
+    for name in DIFFED:
+        schema_["$defs"][f"{name}_diff"] = _nullable(schema_["$defs"][name])
+    return schema_
 
 
-def _with_defaults(validator_class):
-    """A validator class that fills in `default` values while validating.
+def schema() -> dict:
+    """The JSON schema of config.yaml, the `*_diff` definitions derived (a copy: change it freely)."""
+    return copy.deepcopy(_schema())
+
+
+def _nullable(definition: dict) -> dict:
+    """The changes to a `definition` object: each key may be null (inherit), its default null."""
+    properties = {}
+    for key, prop in definition["properties"].items():
+        prop = dict(prop)
+        types = prop["type"] if isinstance(prop["type"], list) else [prop["type"]]
+        prop["type"] = [*types, "null"]
+        if "enum" in prop:
+            prop["enum"] = [*prop["enum"], None]
+        prop["default"] = None
+        properties[key] = prop
+    return {"type": "object", "additionalProperties": False, "properties": properties}
+
+
+def definition(*names: str) -> dict:
+    """Kinds of settings of the schema, as one: each a `$defs` entry ("decode", "vocab", "train",
+    ...) or a top-level property ("cleaning", "table1", "scoring"); several are one object of all
+    their keys (the score command's --scoring: the study's `scoring` and a pair's)."""
+    schema_ = _schema()
+    merged: dict = {"$defs": schema_["$defs"], "type": "object", "additionalProperties": False, "properties": {}}
+    for name in names:
+        found = schema_["$defs"].get(name) or schema_["properties"].get(name)
+        if found is None or "object" not in found.get("type", ()):
+            raise KeyError(f"the schema defines no settings {name!r}")
+        merged["properties"].update(copy.deepcopy(found["properties"]))
+        merged["required"] = merged.get("required", []) + found.get("required", [])
+        if len(names) == 1:
+            merged["type"] = found["type"]
+    return merged
+
+
+def _validator(schema_: dict):
+    """A validator of `schema_` that fills in `default` values while validating and whose integers
+    are whole numbers written as such (2.0 is no beam size).
 
     Not `snakemake.utils.validate(..., set_default=True)`: `tables --config` and `params` load the
-    config outside Snakemake, in environments without it (envs/report.yaml), and every error here
-    names its key path (all of them, not the first), followed by the cross-checks of `check()`."""
-    validate_properties = validator_class.VALIDATORS["properties"]
+    config outside Snakemake, in environments without it (envs/report.yaml)."""
+    base = jsonschema.validators.validator_for(schema_)
+    validate_properties = base.VALIDATORS["properties"]
 
     def set_defaults(validator, properties, instance, schema_):
         if isinstance(instance, dict):
@@ -45,23 +92,53 @@ def _with_defaults(validator_class):
                     instance[key] = copy.deepcopy(sub["default"])
         yield from validate_properties(validator, properties, instance, schema_)
 
-    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
+    integers = base.TYPE_CHECKER.redefine("integer", lambda _, x: isinstance(x, int) and not isinstance(x, bool))
+    cls = jsonschema.validators.extend(base, {"properties": set_defaults}, type_checker=integers)
+    return cls(schema_)
 
 
-def _path_of(error: jsonschema.ValidationError) -> str:
-    return ".".join(str(p) for p in error.absolute_path) or "<top level>"
+def _problems(schema_: dict, instance) -> list[str]:
+    """Every way `instance` breaks `schema_` (defaults filled in on the way), one phrase each, by key path."""
+    errors = sorted(_validator(schema_).iter_errors(instance), key=lambda e: list(e.absolute_path))
+    found = []
+    for e in errors:
+        where = ".".join(str(p) for p in e.absolute_path)
+        if e.validator == "additionalProperties" and isinstance(e.instance, dict):
+            known = e.schema.get("properties", {})
+            for key in [k for k in e.instance if k not in known]:
+                found.append(f"{where + ': ' if where else ''}unknown key {key!r}; known: {', '.join(known)}")
+        else:
+            found.append(f"{where or '<top level>'}: {e.message}")
+    return found
+
+
+def _one_line(problems: list[str], limit: int = 10) -> str:
+    more = f" (and {len(problems) - limit} more)" if len(problems) > limit else ""
+    return "; ".join(problems[:limit]) + more
+
+
+def complete(names: str | tuple[str, ...], given: dict, where: str) -> dict:
+    """`given` checked against the schema's settings `names` (one kind, or several as one) and
+    completed with their defaults: how a command's JSON settings get theirs. A mistake raises
+    ConfigError naming `where` (the option) and the key."""
+    settings = copy.deepcopy(given)
+    problems = _problems(definition(*([names] if isinstance(names, str) else names)), settings)
+    if problems:
+        raise ConfigError(f"{where}: {_one_line(problems)}")
+    return settings
+
+
+def defaults(name: str) -> dict:
+    """The schema's defaults of the settings `name` (e.g. "decode": beam 4, alpha 0.6, ...)."""
+    return complete(name, {}, name)
 
 
 def validate(config: dict) -> dict:
     """Validate `config` against the schema, fill in defaults, and run `check()`; return it."""
     config = copy.deepcopy(config)
-    schema_ = schema()
-    cls = _with_defaults(jsonschema.validators.validator_for(schema_))
-    errors = sorted(cls(schema_).iter_errors(config), key=lambda e: list(e.absolute_path))
-    if errors:
-        found = [f"{_path_of(e)}: {e.message}" for e in errors[:10]]
-        more = f" (and {len(errors) - 10} more)" if len(errors) > 10 else ""
-        raise ConfigError("does not match workflow/schemas/config.schema.yaml: " + "; ".join(found) + more)
+    problems = _problems(_schema(), config)
+    if problems:
+        raise ConfigError(f"does not match {SCHEMA_FILE}: {_one_line(problems)}")
     check(config)
     return config
 

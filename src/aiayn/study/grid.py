@@ -4,8 +4,11 @@ A `Study` is built from a validated config. It resolves every experiment (defaul
 experiment diff) and plans the evaluations of Tables 2-4 (§6.1, §6.3):
 
 - Table 2: the test set (newstest2014), decoded from the average of the last K checkpoints;
-- Table 3: the dev set (newstest2013), decoded from the last checkpoint, no averaging;
-- Table 4: the test set (WSJ 23), decoded from the averaged model if the preset averages, else the last.
+- Table 3: the dev set (newstest2013), decoded from the final checkpoint, no averaging;
+- Table 4: the test set (WSJ 23), decoded from the averaged model if the preset averages, else the final one.
+
+It also answers what each rule needs to know of an experiment (its scoring, candidates, model
+card, expected lines), with file names from `Layout`, so that the rules stay glue.
 """
 
 from __future__ import annotations
@@ -15,13 +18,19 @@ import itertools
 import os
 from dataclasses import dataclass
 
+from aiayn.model.hparams import ModelConfig
+from aiayn.study import experiment as experiment_json
 from aiayn.study.config import ConfigError
-from aiayn.study.layout import archive_filename
+from aiayn.study.layout import Layout, archive_filename
+
+# what `table_spec` says of each experiment of a table (the tables command's --experiments)
+TABLE_SPEC_KEYS = ("name", "row", "dataset", "testset", "model", "eps_ls", "steps", "average", "paper", "scoring",
+                   "preset", "task", "pair", "train", "decode")  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Evaluation:
-    """One decoding + scoring job: `experiment` decoded on `testset` from `model` ("average" or "last")."""
+    """One decoding + scoring job: `experiment` decoded on `testset` from `model` ("average" or "final")."""
 
     experiment: str
     testset: str
@@ -40,6 +49,7 @@ class Study:
 
     def __init__(self, config: dict):
         self.config = config
+        self.layout = Layout(config["results"])
         # experiments that cannot run as configured, with the reason; left out of every target
         self.skipped: dict[str, str] = {n: r for n in config["experiments"] if (r := self._cannot_run(n))}
         chosen = config.get("run") or list(config["experiments"])  # `run:` picks some experiments
@@ -60,7 +70,7 @@ class Study:
         where = f"experiments.{exp['name']}.tune"
         if exp["average"] != 1:
             raise ConfigError(
-                f"{where}: a selected experiment decodes its best candidate's last checkpoint; set average: 1"
+                f"{where}: a selected experiment decodes its best candidate's final checkpoint; set average: 1"
             )
         out = []
         for values in itertools.product(*tune.values()):
@@ -132,8 +142,13 @@ class Study:
                 f"{where}: averages {average} checkpoints but keeps only {train['keep_checkpoints']} "
                 "(training.keep_checkpoints); keep at least as many as are averaged"
             )
-        if model["positional"] == "sinusoidal" and model["d_model"] % 2:
-            raise ConfigError(f"{where}.model.d_model: sinusoidal positions need an even d_model")
+        vocab = dataset["vocab"]
+        try:  # every rule of the model's shape, checked where the mistake can name its key
+            ModelConfig.from_settings(
+                model, src_vocab=vocab["size"], tgt_vocab=vocab["size"], shared_vocab=vocab["shared"]
+            )
+        except ValueError as exc:
+            raise ConfigError(f"{where}.model: {exc}") from None
         return {
             "name": name,
             "preset": exp["preset"],
@@ -164,8 +179,7 @@ class Study:
     def training_settings(self, name: str) -> dict:
         """What training depends on, and nothing else: decoding or averaging changes retrain nothing."""
         exp = self.experiment(name)
-        keys = ("name", "preset", "dataset", "task", "model", "train", "vocab")
-        return {k: copy.deepcopy(exp[k]) for k in keys}
+        return {k: copy.deepcopy(exp[k]) for k in experiment_json.KEYS}
 
     def why_no_table(self, table: int) -> str | None:
         """Why Table `table` has nothing to run (its experiments all left out), or None."""
@@ -190,16 +204,85 @@ class Study:
         used = {e["dataset"] for e in self.experiments.values()}
         return [n for n, d in self.config["datasets"].items() if n in used and task in (None, d["task"])]
 
+    def dev_set(self, experiment: str) -> str:
+        return self.dataset(self.experiment(experiment)["dataset"])["dev"]
+
+    def test_set(self, experiment: str) -> str:
+        return self.dataset(self.experiment(experiment)["dataset"])["test"]
+
+    # -- what the rules pass to their commands ---------------------------------------------------
+    def scoring(self, dataset: str) -> dict:
+        """How `dataset`'s translations are scored: the study's `scoring` with the dataset's own over it."""
+        return {**self.config["scoring"], **self.dataset(dataset).get("scoring", {})}
+
+    def bleu_scoring(self, dataset: str) -> dict:
+        """How BLEU is computed on `dataset`: the keyword arguments of `aiayn.evaluation.score.bleu_scores`."""
+        scoring = self.scoring(dataset)
+        return {k: scoring[k] for k in ("moses_lang", "compound_split", "sacrebleu_tokenize")}
+
+    def expected_lines(self, experiment: str, testset: str) -> int | None:
+        """The number of lines `testset` must have (guards against a partial or filtered set), if configured."""
+        return self.dataset(self.experiment(experiment)["dataset"])["eval_sets"][testset].get("lines")
+
+    def target_lang(self, experiment: str) -> str:
+        """The suffix of its decoded files: the target language, or "trees" for parses."""
+        ds = self.dataset(self.experiment(experiment)["dataset"])
+        return ds["tgt"] if ds["task"] == "translation" else "trees"
+
+    def reference_side(self, experiment: str) -> str:
+        """Translations are scored against the target text, parses against the gold trees."""
+        return "tgt" if self.experiment(experiment)["task"] == "translation" else "gold"
+
+    def treebank_settings(self, dataset: str) -> dict:
+        """What preparing a parsing dataset depends on (its vocabulary is not part of it)."""
+        keys = ("treebank", "treebank_archive", "train_sections", "eval_sets", "extra_corpora", "pos_tags")
+        return {k: self.dataset(dataset).get(k) for k in keys}
+
+    def table_scores(self, table: int) -> list[str]:
+        """The score files Table `table` reads; a table none of whose experiments runs raises the reason."""
+        reason = self.why_no_table(table)
+        if reason:
+            raise ConfigError(reason)
+        return [self.layout.score(e.experiment, e.testset) for e in self.evaluations(table)]
+
+    def candidates(self, experiment: str) -> list[dict]:
+        """What the select command compares: each candidate's setting, dev score, model and metrics."""
+        dev = self.dev_set(experiment)
+        return [
+            {
+                "name": c,
+                "setting": self.experiment(c)["tuned"],
+                "score": self.layout.score(c, dev),
+                "model": self.layout.final_checkpoint(c),
+                "metrics": self.layout.metrics(c),
+            }
+            for c in self.experiment(experiment)["candidates"]
+        ]
+
+    def model_card(self, experiment: str) -> dict:
+        """What an exported model's card says of its run (aiayn.evaluation.export.model_card)."""
+        exp = self.experiment(experiment)
+        ds = self.dataset(exp["dataset"])
+        return {
+            "name": experiment,
+            "dataset": exp["dataset"],
+            "pair": [ds.get("src"), ds.get("tgt")],
+            "testset": ds["test"],
+            "paper_bleu": exp["paper"].get("bleu"),
+            "score": self.layout.score(experiment, ds["test"]),
+            "metrics": self.layout.metrics(experiment),  # written by the training, beside its checkpoints
+        }
+
     # -- evaluations -------------------------------------------------------------------------
     def evaluations(self, table: int | None = None) -> list[Evaluation]:
         """Every (experiment, test set, model) decoded for `table` (or for any table), without repeats."""
         plan: dict[tuple[str, str], Evaluation] = {}
         for name, exp in self.experiments.items():
             ds = self.dataset(exp["dataset"])
-            averaged = "average" if exp["average"] > 1 else "last"
-            wanted = {2: (ds["test"], averaged), 3: (ds["dev"], "last"), 4: (ds["test"], averaged)}
+            averaged = "average" if exp["average"] > 1 else "final"
+            wanted = {2: (ds["test"], averaged), 3: (ds["dev"], "final"), 4: (ds["test"], averaged)}
             if exp.get("selects_for") and table is None:  # a candidate: scored on the dev set only
-                plan.setdefault((name, ds["dev"]), Evaluation(name, ds["dev"], "last"))
+                plan.setdefault((name, ds["dev"]), Evaluation(name, ds["dev"], "final"))
             for t in exp["tables"]:
                 if table in (None, t):
                     testset, model = wanted[t]
@@ -223,8 +306,8 @@ class Study:
                     "steps": exp["train"]["steps"],
                     "average": exp["average"] if ev.model == "average" else 1,
                     "paper": exp["paper"],
-                    "scoring": self.dataset(exp["dataset"]).get("scoring", {}),
-                    # what the tables compare with the paper's setting of the row (aiayn.paper)
+                    "scoring": self.bleu_scoring(exp["dataset"]),
+                    # what the tables compare with the paper's setting of the row (aiayn.report.paper)
                     "preset": exp["preset"],
                     "task": exp["task"],
                     "pair": [self.dataset(exp["dataset"]).get(s) for s in ("src", "tgt")],
@@ -235,15 +318,11 @@ class Study:
         return out
 
     def model_for(self, experiment: str, testset: str) -> str:
-        """Which model of `experiment` decodes `testset`: "average" or "last"."""
+        """Which model of `experiment` decodes `testset`: "average" or "final"."""
         for ev in self.evaluations():
             if (ev.experiment, ev.testset) == (experiment, testset):
                 return ev.model
         raise ConfigError(f"experiment {experiment!r} is not evaluated on {testset!r}")
-
-    def averaged(self) -> list[str]:
-        """Experiments whose averaged model is decoded."""
-        return sorted({ev.experiment for ev in self.evaluations() if ev.model == "average"})
 
     # -- data ----------------------------------------------------------------------------------
     def _members(self, dataset: str, part: str) -> list[dict]:
@@ -273,7 +352,7 @@ class Study:
 
     def archive_file(self, name: str) -> str:
         """The file an archive is stored under in downloads/: its name with its URL's suffix
-        (`aiayn.layout.archive_filename`), or <name>.tar.gz if generated."""
+        (`aiayn.study.layout.archive_filename`), or <name>.tar.gz if generated."""
         archive = self.config["archives"][name]
         return f"{name}.tar.gz" if archive.get("generate") else archive_filename(name, archive["url"])
 

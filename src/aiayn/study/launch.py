@@ -3,7 +3,7 @@
 The Snakemake rule declares the job's GPUs (`gpu`, total), `nodes` and Slurm `tasks` as resources,
 so the Slurm executor turns them into sbatch flags; this module turns the same numbers into the
 launcher that precedes `-m aiayn train`. The tokens per update do not depend on it: the trainer
-derives its gradient accumulation from the world size (`batching.micro_batch_budget`).
+derives its gradient accumulation from the world size (`aiayn.training.batching.micro_batch_budget`).
 
 - tasks = 1: the job step runs one `python` (gpu <= 1) or one `torchrun --standalone` with one
   process per GPU. Snakemake's Slurm jobstep wraps it in `srun -n1`.

@@ -1,13 +1,17 @@
-"""Where every file of the study lives, so that rules, commands and tests agree.
+"""Where every file of the study lives, so that rules, commands, the library and tests agree.
 
 results/downloads/<archive><suffix of its URL>   raw archives, checksum-verified
 results/data/<dataset>/train.{src,tgt}           cleaned, aligned training text
+results/data/<dataset>/train.report.json         pairs kept and removed by cleaning
 results/data/<dataset>/<evalset>.{src,tgt}       dev/test text, one segment per line
-results/data/<dataset>/spm.{src,tgt}.model       sentencepiece models (identical when shared)
-results/data/<dataset>/<split>.bin               encoded token ids
+results/data/<dataset>/<evalset>.gold            gold trees under TOP (parsing datasets)
+results/data/<dataset>/spm.{src,tgt}.model       sentencepiece models (identical when shared; a .vocab beside)
+results/data/<dataset>/vocab.json                pieces made against pieces asked, and why when fewer
+results/data/<dataset>/<split>.bin               encoded token ids (aiayn.data.binary)
 results/<experiment>/experiment.json             the resolved settings of the run
-results/<experiment>/checkpoints/                step checkpoints; last.pt once training is done
+results/<experiment>/checkpoints/                step checkpoints; last.pt, the final model, once training is done
 results/<experiment>/metrics.jsonl               progress and dev loss, JSON lines
+results/<experiment>/replaced-<date>-<time>/     checkpoints and metrics of an earlier run with other settings
 results/<experiment>/figures/*.png               learning curves, learning rate, attention maps
 results/<experiment>/average.pt                  mean of the last K checkpoints (§6.1)
 results/<experiment>/average.json                the steps averaged
@@ -15,7 +19,9 @@ results/<experiment>/selected.json               the candidate a tuned experimen
 results/<experiment>.tune-<values>/              the candidates of a tuning grid
 results/<experiment>/<testset>.<lang>            translations (parses), one line per source line
 results/<experiment>/<testset>.score.json        scores
+results/<experiment>/hf/, hf-ct2/                the decoded model for Hugging Face and CTranslate2
 results/tables/table{2,3,4}.{md,csv}             the paper's tables beside ours
+results/tables/table1.{md,csv,png}               Table 1 (§4), measured
 results/logs/<rule>/<name>.log, results/benchmarks/<rule>/<name>.tsv
 """
 
@@ -24,6 +30,11 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+DATA, DOWNLOADS, TABLES, LOGS, BENCHMARKS = "data", "downloads", "tables", "logs", "benchmarks"
+# folders (and files) directly under results/ that are not experiments; an experiment may not take
+# their names: report(.html) of --report, demo/ the offline demo's own results
+RESERVED_NAMES = frozenset({DATA, DOWNLOADS, TABLES, LOGS, BENCHMARKS, "report", "demo"})
 
 
 @dataclass(frozen=True)
@@ -34,13 +45,18 @@ class Layout:
         return posixpath.join(self.results, *parts)
 
     def download(self, filename: str) -> str:
-        return self._p("downloads", filename)
+        return self._p(DOWNLOADS, filename)
 
     def data(self, dataset: str, filename: str) -> str:
-        return self._p("data", dataset, filename)
+        return self._p(DATA, dataset, filename)
 
     def text(self, dataset: str, split: str, side: str) -> str:
+        """`side`: "src", "tgt", or "gold" (a parsing set's gold trees)."""
         return self.data(dataset, f"{split}.{side}")
+
+    def train_report(self, dataset: str) -> str:
+        """What cleaning kept and removed of the training pairs (JSON)."""
+        return self.data(dataset, "train.report.json")
 
     def spm(self, dataset: str, side: str) -> str:
         return self.data(dataset, f"spm.{side}.model")
@@ -58,11 +74,23 @@ class Layout:
     def checkpoints(self, experiment: str) -> str:
         return self._p(experiment, "checkpoints")
 
-    def last_checkpoint(self, experiment: str) -> str:
-        return self._p(experiment, "checkpoints", "last.pt")
+    def final_checkpoint(self, experiment: str) -> str:
+        """The model a finished training ends with (the selected candidate's, for a tuned experiment)."""
+        return posixpath.join(self.checkpoints(experiment), "last.pt")
 
     def metrics(self, experiment: str) -> str:
-        return self._p(experiment, "metrics.jsonl")
+        return self.metrics_of(self.checkpoints(experiment))
+
+    @staticmethod
+    def metrics_of(checkpoints: str) -> str:
+        """The metrics.jsonl of the run whose step checkpoints are in folder `checkpoints`."""
+        return posixpath.join(posixpath.dirname(str(checkpoints).rstrip("/")), "metrics.jsonl")
+
+    @staticmethod
+    def replaced(checkpoints: str, stamp: str) -> str:
+        """Where an earlier run of the same experiment is moved (its checkpoints and metrics) when
+        its settings changed: beside the checkpoints folder, named by `stamp` (date-time)."""
+        return posixpath.join(posixpath.dirname(str(checkpoints).rstrip("/")), f"replaced-{stamp}")
 
     def figure(self, experiment: str, name: str) -> str:
         return self._p(experiment, "figures", name)
@@ -79,12 +107,16 @@ class Layout:
         return self._p(experiment, "average.json")
 
     def model(self, experiment: str, which: str) -> str:
-        """The model file decoded: which = "average" or "last"."""
-        return self.average(experiment) if which == "average" else self.last_checkpoint(experiment)
+        """The model file decoded: which = "average" or "final"."""
+        return self.average(experiment) if which == "average" else self.final_checkpoint(experiment)
 
     def export(self, experiment: str) -> str:
         """The Hugging Face folder of the experiment's decoded model (`aiayn export`)."""
         return self._p(experiment, "hf")
+
+    def export_ct2(self, experiment: str) -> str:
+        """The same model converted to CTranslate2."""
+        return self._p(experiment, "hf-ct2")
 
     def translation(self, experiment: str, testset: str, lang: str) -> str:
         return self._p(experiment, f"{testset}.{lang}")
@@ -93,13 +125,13 @@ class Layout:
         return self._p(experiment, f"{testset}.score.json")
 
     def table(self, number: int, ext: str) -> str:
-        return self._p("tables", f"table{number}.{ext}")
+        return self._p(TABLES, f"table{number}.{ext}")
 
     def log(self, rule: str, name: str) -> str:
-        return self._p("logs", rule, f"{name}.log")
+        return self._p(LOGS, rule, f"{name}.log")
 
     def benchmark(self, rule: str, name: str) -> str:
-        return self._p("benchmarks", rule, f"{name}.tsv")
+        return self._p(BENCHMARKS, rule, f"{name}.tsv")
 
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar", ".gz", ".zip")

@@ -12,13 +12,15 @@ from pathlib import Path
 
 import torch
 
+from aiayn.data import vocab
 from aiayn.errors import UserError
+from aiayn.io import write_json
 from aiayn.training import checkpoint as ckpt
 
 
-def last_checkpoints(folder: str | Path, k: int, interval: int, final: int) -> list[Path]:
+def newest_on_grid(folder: str | Path, k: int, interval: int, final: int) -> list[Path]:
     """The k newest step checkpoints of `folder` on the grid of `interval` updates and the `final`
-    step, oldest first."""
+    step (the paper's "last k checkpoints"), oldest first."""
     if k < 1:
         raise UserError(f"the number of checkpoints to average must be at least 1, got {k}")
     found = ckpt.list_checkpoints(folder)
@@ -44,9 +46,11 @@ def average(paths: list[Path]) -> dict:
             first = state
             total = {k: v.detach().to(torch.float32).clone() for k, v in state["model"].items()}
             continue
-        for key, what in (("model_config", "another model"), ("vocab", "other vocabularies")):
-            if state.get(key) != first.get(key):
-                raise UserError(f"{path} has {what} than {paths[0]}; refusing to average them")
+        if state.get("model_config") != first.get("model_config"):
+            raise UserError(f"{path} has another model than {paths[0]}; refusing to average them")
+        side = vocab.differing_side(first.get("vocab"), state.get("vocab"))
+        if side:
+            raise UserError(f"{path} has another {side} vocabulary than {paths[0]}; refusing to average them")
         if state["model"].keys() != total.keys():
             raise UserError(f"{path} holds other weights than {paths[0]}; refusing to average them")
         for k, v in state["model"].items():
@@ -60,3 +64,17 @@ def average(paths: list[Path]) -> dict:
         "averaged_steps": steps,
         "step": steps[-1],
     }
+
+
+def average_run(folder, k: int, interval: int, final: int, out, record=None, log=print) -> dict:
+    """Average the k newest grid checkpoints of the run in `folder` into `out`; with `record`,
+    also write which steps were averaged (JSON, what the tables read). Returns the averaged model."""
+    paths = newest_on_grid(folder, k, interval, final)
+    result = average(paths)
+    ckpt.save(result, out)
+    if record:
+        write_json(
+            record, {"steps": result["averaged_steps"], "interval": interval, "checkpoints": [str(p) for p in paths]}
+        )
+    log(f"averaged steps {result['averaged_steps']} -> {out}")
+    return result

@@ -163,11 +163,3 @@ class Batcher:
         """The micro-batches of update `step` (1-based): all ranks' share, in rank-major order."""
         first = (step - 1) * self.per_update
         return [self.micro_batch(g) for g in range(first, first + self.per_update)]
-
-    def padding_fraction(self, epoch: int = 0) -> float:
-        """Share of pad tokens among all (source + target) positions of one epoch's batches."""
-        real = padded = 0
-        for b in self.epoch(epoch):
-            real += int(self.src_len[b].sum() + self.tgt_len[b].sum())
-            padded += len(b) * int(self.src_len[b].max() + self.tgt_len[b].max())
-        return 1 - real / padded

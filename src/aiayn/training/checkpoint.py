@@ -3,8 +3,10 @@ a run's folder of step checkpoints (listing, the newest readable one, pruning).
 
 A checkpoint is a dict of plain types and tensors. It always holds "model_config" (the
 `ModelConfig` as a dict) and "model" (the state dict), so a model can be rebuilt from the file
-alone; training adds step, optimizer, scheduler, loss scaler, batch plan, settings and the
-vocabularies' identity. No random state: dropout masks follow the micro-batch (`train.seed_dropout`).
+alone; training adds step, optimizer, scheduler, loss scaler, batch plan ("data"), settings, the
+vocabularies' identity ("vocab"), the run's identity ("identity", `aiayn.training.resume`) and the
+world size it was written at. No random state: dropout masks follow the micro-batch
+(`aiayn.training.trainer.seed_dropout`).
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from pathlib import Path
 import torch
 
 from aiayn.errors import UserError
-from aiayn.io import atomic_copy, atomic_path
-from aiayn.model.transformer import ModelConfig, Transformer, build
+from aiayn.io import atomic_path
+from aiayn.model.hparams import ModelConfig
+from aiayn.model.transformer import Transformer, build
 
 STEP_FILE = re.compile(r"checkpoint_(\d+)\.pt$")
 
@@ -30,11 +33,6 @@ class CheckpointError(UserError, ValueError):
 def save(payload: dict, path: str | os.PathLike) -> None:
     with atomic_path(path) as tmp:
         torch.save(payload, tmp)
-
-
-def copy(src: str | os.PathLike, dst: str | os.PathLike) -> None:
-    """Copy a checkpoint file into place atomically."""
-    atomic_copy(src, dst)
 
 
 class CheckpointReadError(UserError, OSError):

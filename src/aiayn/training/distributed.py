@@ -37,15 +37,19 @@ def setup(device: str = "auto") -> Env:
     """Join the process group torchrun set up (if any) and pick this rank's device."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    if device == "auto":
-        device = f"cuda:{local}" if torch.cuda.is_available() else "cpu"
-    dev = parse_device(device)
+    dev = choose_device(device, int(os.environ.get("LOCAL_RANK", "0")))
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
     if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
     return Env(rank, world, dev, agents=int(os.environ.get("GROUP_WORLD_SIZE", "1")))
+
+
+def choose_device(text: str, local_rank: int = 0) -> torch.device:
+    """--device: "auto" is this process's GPU (by its local rank) if there is one, else the CPU."""
+    if text == "auto":
+        return torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
+    return parse_device(text)
 
 
 def parse_device(text: str) -> torch.device:

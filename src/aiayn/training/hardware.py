@@ -1,4 +1,6 @@
-"""Peak arithmetic rates of GPU models, for model-FLOPs utilisation (MFU) and the paper's cost formula.
+"""What training computes and what the GPUs can: the FLOPs of an update counted from its batches'
+real lengths (`training_flops`), and the peak arithmetic rates of GPU models, for model-FLOPs
+utilisation (MFU) and the paper's cost formula.
 
 Dense (no sparsity) tensor-core peaks in FLOP/s as published by NVIDIA; `fp32` is the plain
 single-precision rate that the paper's footnote 5 uses for its training-cost estimates.
@@ -46,12 +48,6 @@ def peak_flops(device_name: str | None, precision: str) -> float | None:
     """Peak FLOP/s of `device_name` at `precision` ("bf16", "fp16", "fp32"), or None if unknown."""
     model = gpu_model(device_name)
     return PEAKS[model].get(precision) if model else None
-
-
-def model_flops(parameters: int, target_tokens: int) -> float:
-    """The common estimate 6 x parameters x target tokens (forward 2, backward 4 per parameter and
-    token), for runs whose metrics predate the exact count of `training_flops`."""
-    return 6.0 * parameters * target_tokens
 
 
 def forward_macs(model: dict, src_len, tgt_len):

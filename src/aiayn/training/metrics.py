@@ -1,6 +1,6 @@
 """`metrics.jsonl`, a run's record of itself: the one writer and the one reader.
 
-One JSON object per line, of three kinds:
+One JSON object per line, of four kinds:
 
 - start: `{"event": "start", "aiayn" (its version), "step", "world_size", "agents", "accumulation", "budget", "params",
   "device_name", "precision", "wall"}`, each time a job (re)starts;
@@ -109,8 +109,8 @@ def read(path: str | os.PathLike) -> Records:
 def summary(path: str | os.PathLike) -> dict:
     """Training facts of a run: step reached, hours trained (summed over its jobs, idle time between
     jobs excluded), GPUs, device, precision, parameters, target tokens seen, training FLOPs (counted
-    from the batches, `aiayn.hardware.training_flops`; None for runs that predate the count), and the
-    dev perplexity of the newest evaluated checkpoint."""
+    from the batches, `aiayn.training.hardware.training_flops`; None before the first progress
+    record), and the dev perplexity of the newest evaluated checkpoint."""
     out = {
         "step": 0,
         "hours": 0.0,
@@ -127,7 +127,6 @@ def summary(path: str | os.PathLike) -> dict:
         return out
     start = last_wall = None
     prev_step = dev_step = 0
-    counted = True
     for rec in _records(path):
         k = kind(rec)
         if k == "start":
@@ -138,14 +137,11 @@ def summary(path: str | os.PathLike) -> dict:
                 gpus=rec["world_size"],
                 device=rec["device_name"],
                 params=rec["params"],
-                precision=rec.get("precision", "bf16"),
+                precision=rec["precision"],
             )
         elif k == "progress":
             out["tgt_tokens"] += rec["tgt_tokens_per_update"] * (rec["step"] - prev_step)
-            if "flops_per_update" in rec:
-                out["flops"] += rec["flops_per_update"] * (rec["step"] - prev_step)
-            else:
-                counted = False
+            out["flops"] += rec["flops_per_update"] * (rec["step"] - prev_step)
             prev_step, last_wall = rec["step"], rec["wall"]
             out["step"] = rec["step"]
         elif k == "stop":
@@ -154,7 +150,7 @@ def summary(path: str | os.PathLike) -> dict:
             out["dev_ppl"], dev_step = rec["dev_ppl"], rec["step"]
     if start is not None:
         out["hours"] += (last_wall - start) / 3600
-    if not counted or not out["step"]:
+    if not out["step"]:
         out["flops"] = None
     return out
 

@@ -9,7 +9,6 @@ import torch
 from aiayn.errors import UserError
 
 DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
-NAMES = {dtype: name for name, dtype in DTYPES.items()}
 
 
 def resolve(setting: str, device: torch.device) -> str:

@@ -1,7 +1,8 @@
 """What a training run reports while it runs: the start record, and every `log_interval` updates
 the loss, learning rate, tokens per update and per second, TFLOP/s, MFU and ETA (as a log line and
 as a `metrics.jsonl` record). FLOPs are counted per update from its batches' real lengths
-(`aiayn.hardware.training_flops`): TFLOP/s is what the model computed, MFU that over the GPUs' peak."""
+(`aiayn.training.hardware.training_flops`): TFLOP/s is what the model computed, MFU that over the
+GPUs' peak."""
 
 from __future__ import annotations
 
@@ -11,22 +12,23 @@ import torch
 import torch.distributed as dist
 
 from aiayn import __version__
-from aiayn.training.distributed import device_name
+from aiayn.training.distributed import Env, device_name
 from aiayn.training.hardware import peak_flops
 
 
 class Progress:
-    """Sums of one log interval (loss on the device, read only when a record is made)."""
+    """Sums of one log interval (loss on the device, read only when a record is made) of a run on
+    `env` in arithmetic `precision`, resumed at `step`, to end at `total`."""
 
-    def __init__(self, trainer, total_steps: int):
-        self.t, self.total = trainer, total_steps
-        self.start_step, self.start = trainer.step, time.perf_counter()
+    def __init__(self, *, env: Env, precision: str, step: int, total: int):
+        self.env, self.total = env, total
+        self.start_step, self.start = step, time.perf_counter()
         self.reset()
-        peak = peak_flops(device_name(trainer.env.device), trainer.arithmetic)
-        self.peak = peak * trainer.env.world_size if peak else None
+        peak = peak_flops(device_name(env.device), precision)
+        self.peak = peak * env.world_size if peak else None
 
     def reset(self) -> None:
-        self.loss = torch.zeros((), device=self.t.env.device)
+        self.loss = torch.zeros((), device=self.env.device)
         self.src = self.tgt = 0
         self.flops = 0.0
         self.mark = time.perf_counter()
@@ -38,22 +40,23 @@ class Progress:
         self.src, self.tgt, self.steps = self.src + src, self.tgt + tgt, self.steps + 1
         self.flops += flops
 
-    def record(self, **extra) -> dict:
-        """The interval's progress record (all ranks' loss); starts the next interval."""
+    def record(self, step: int, lr: float) -> dict:
+        """The interval's progress record at `step`, learning rate `lr` (all ranks' loss: a
+        collective under several processes); starts the next interval."""
         loss = self.loss.clone()
-        if self.t.env.world_size > 1:
+        if self.env.world_size > 1:
             dist.all_reduce(loss)
         loss = loss.item() / max(self.tgt, 1)
         seconds = time.perf_counter() - self.mark
         tps = self.tgt / seconds if seconds > 0 else 0.0
-        done = self.t.step - self.start_step
-        eta = (time.perf_counter() - self.start) / max(done, 1) * (self.total - self.t.step)
+        done = step - self.start_step
+        eta = (time.perf_counter() - self.start) / max(done, 1) * (self.total - step)
         per_update = max(self.steps, 1)
         tflops = self.flops / seconds / 1e12 if seconds > 0 else 0.0
         rec = {
-            "step": self.t.step,
+            "step": step,
             "loss": loss,
-            "lr": self.t.scheduler.get_last_lr()[0],
+            "lr": lr,
             "src_tokens_per_update": self.src / per_update,
             "tgt_tokens_per_update": self.tgt / per_update,
             "flops_per_update": self.flops / per_update,
@@ -61,40 +64,38 @@ class Progress:
             "tflops": tflops,
             "eta_s": eta,
             "wall": time.time(),
-            **extra,
         }
         rec["mfu"] = rec["tflops"] * 1e12 / self.peak if self.peak else None
         self.reset()
         return rec
 
 
-def start_record(t) -> dict:
+def start_record(*, env: Env, step: int, accumulation: int, budget: int, params: int, precision: str) -> dict:
     """The record of a job's (re)start: where and how it trains."""
-    env = t.env
     return {
         "event": "start",
         "aiayn": __version__,
-        "step": t.step,
+        "step": step,
         "world_size": env.world_size,
         "agents": env.agents,
-        "accumulation": t.accumulation,
-        "budget": t.batcher.budget,
-        "params": t.params,
+        "accumulation": accumulation,
+        "budget": budget,
+        "params": params,
         "device_name": device_name(env.device),
-        "precision": t.arithmetic,
+        "precision": precision,
         "wall": time.time(),
     }
 
 
-def format_start(t, rec: dict) -> str:
-    env = t.env
-    tasks = f" ({env.agents} launcher tasks)" if env.agents > 1 else ""
-    if rec["device_name"] != "cpu" and peak_flops(rec["device_name"], t.arithmetic) is None:
-        tasks += f"; peak {t.arithmetic} FLOP/s of this GPU unknown (aiayn.hardware.PEAKS): no MFU"
+def format_start(rec: dict, *, name: str, total: int) -> str:
+    """The log line of a start record of run `name`, to end at update `total`."""
+    tasks = f" ({rec['agents']} launcher tasks)" if rec["agents"] > 1 else ""
+    if rec["device_name"] != "cpu" and peak_flops(rec["device_name"], rec["precision"]) is None:
+        tasks += f"; peak {rec['precision']} FLOP/s of this GPU unknown (aiayn.training.hardware.PEAKS): no MFU"
     return (
-        f"training {t.settings['name']}: {t.params:,} parameters on {env.world_size} x {rec['device_name']}{tasks}, "
-        f"{t.accumulation} micro-batch(es) of <= {t.batcher.budget} tokens per side per process, "
-        f"step {t.step} -> {t.tr['steps']}"
+        f"training {name}: {rec['params']:,} parameters on {rec['world_size']} x {rec['device_name']}{tasks}, "
+        f"{rec['accumulation']} micro-batch(es) of <= {rec['budget']} tokens per side per process, "
+        f"step {rec['step']} -> {total}"
     )
 
 

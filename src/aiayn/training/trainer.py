@@ -1,26 +1,21 @@
 """The training loop (§5): token batches, Adam with the §5.3 schedule, label smoothing, AMP, DDP,
 a checkpoint every `checkpoint_interval` updates, exact auto-resume and graceful stops.
 
-`run()` trains one job. It resumes from the newest readable checkpoint of its folder, writes a
-checkpoint every `checkpoint_interval` updates, and on a stop signal finishes the current update,
-writes a checkpoint and returns EXIT_PREEMPTED (under Slurm the job is requeued first,
-`aiayn.distributed.requeue`). Under torchrun every rank runs it; the environment says which rank
-it is (`aiayn.distributed`).
-
-A checkpoint carries the identity of its run (`identity`: model, vocabularies, training data and
-every training setting that shapes the weights). A resume whose identity differs, or whose
-checkpoint is past a lowered `steps`, does not continue that run: the old checkpoints and metrics
-are moved aside (never deleted) and training starts afresh, with one line naming what changed.
-Raising `steps` continues the run.
-Checkpoint files: `aiayn.checkpoint`; the metrics file: `aiayn.metrics`; progress lines:
-`aiayn.progress`.
+`train_job()` is one job of the train rule: it reads and checks its inputs, joins the process
+group (`aiayn.training.distributed`) and calls `run()`. `run()` resumes from the newest readable
+checkpoint of the run's folder when it is of the same run (`aiayn.training.resume` decides),
+writes a checkpoint every `checkpoint_interval` updates, and on a stop signal finishes the current
+update, writes a checkpoint and returns EXIT_PREEMPTED (under Slurm the job is requeued first,
+`aiayn.training.distributed.requeue`). Under torchrun every rank runs it; the environment says
+which rank it is. Checkpoint files: `aiayn.training.checkpoint`; the metrics file:
+`aiayn.training.metrics`; progress lines: `aiayn.training.progress`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import math
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,24 +23,24 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from aiayn.data import binary, vocab
 from aiayn.data.binary import PAD, Corpus
 from aiayn.errors import UserError
-from aiayn.io import file_sha256, remove_leftovers
-from aiayn.model.transformer import ModelConfig, build, count_parameters
+from aiayn.io import atomic_copy, file_sha256, remove_leftovers
+from aiayn.model.hparams import ModelConfig
+from aiayn.model.transformer import build, count_parameters
+from aiayn.study import experiment
+from aiayn.study.layout import Layout
 from aiayn.training import checkpoint as ckpt
-from aiayn.training import metrics, precision
+from aiayn.training import metrics, precision, resume
 from aiayn.training.batching import Batcher, Prefetcher, collate, micro_batch_budget
-from aiayn.training.distributed import Env, StopFlag, all_ranks_min, requeue, stop_requested
+from aiayn.training.distributed import Deadline, Env, StopFlag, all_ranks_min, requeue, setup, stop_requested
 from aiayn.training.hardware import training_flops
 from aiayn.training.progress import Progress, format_progress, format_start, start_record
 
 EXIT_DONE = 0
 EXIT_NONFINITE = 3
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: a checkpoint is written, run the job again to resume
-
-
-class TrainingError(UserError, RuntimeError):
-    """Training cannot go on; the message says why and what to do."""
 
 
 def rate(step: int, d_model: int, warmup_steps: int, scale: float = 1.0) -> float:
@@ -69,43 +64,10 @@ def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, eps_ls: floa
     )
 
 
-# training settings that do not shape the weights: changing them continues a run (steps: raising
-# it; a checkpoint past a lowered `steps` starts afresh). max_tokens only splits an update into
-# micro-batches (the resume warns that it is no longer bit-exact).
-OPERATIONAL = frozenset(
-    {"steps", "log_interval", "checkpoint_interval", "keep_checkpoints", "prefetch", "compile", "max_tokens"}
-)
-
-
-def identity(settings: dict, vocabularies: dict, training_data: str | None) -> dict:
-    """What shapes a run's weights: model, vocabulary settings and files, training data (SHA-256 of
-    the encoded file) and the training settings but the OPERATIONAL ones."""
-    return {
-        "model": settings["model"],
-        "vocab": settings["vocab"],
-        "train": {k: v for k, v in settings["train"].items() if k not in OPERATIONAL},
-        "vocabularies": vocabularies,
-        "training_data": training_data,
-    }
-
-
-def differences(old, new, key: str = "") -> list[str]:
-    """`key: old -> new` for each leaf that differs between two nested dicts."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        out = []
-        for k in sorted(set(old) | set(new), key=str):
-            out += differences(old.get(k, "(unset)"), new.get(k, "(unset)"), f"{key}.{k}" if key else str(k))
-        return out
-    if old == new:
-        return []
-    short = {"vocabularies": "other sentencepiece models", "training_data": "other encoded training data"}
-    if key.split(".")[0] in short:
-        return [f"{key.split('.')[0]}: {short[key.split('.')[0]]}"]
-    return [f"{key}: {json.dumps(old)} -> {json.dumps(new)}"]
-
-
 @dataclass
 class RunFiles:
+    """Where a run keeps its step checkpoints, its final model and its metrics."""
+
     checkpoints: Path
     out: Path
     metrics: Path
@@ -118,22 +80,20 @@ class Trainer:
         self.settings, self.tr = settings, settings["train"]
         self.train_data, self.dev_data, self.files, self.env, self.log = train, dev, files, env, log
         meta = train.header["meta"]
-        self.vocab_id = {"src": meta.get("spm_src_sha256"), "tgt": meta.get("spm_tgt_sha256")}
-        self.identity = identity(settings, self.vocab_id, file_sha256(train.path))
-        self.model_cfg = ModelConfig.from_dict(
-            {
-                **settings["model"],
-                "src_vocab": meta["src_vocab"],
-                "tgt_vocab": meta["tgt_vocab"],
-                "shared_vocab": settings["vocab"]["shared"],
-            }
+        self.vocab_id = train.vocabularies
+        self.identity = resume.identity(settings, self.vocab_id, file_sha256(train.path))
+        self.model_cfg = ModelConfig.from_settings(
+            settings["model"],
+            src_vocab=meta["src_vocab"],
+            tgt_vocab=meta["tgt_vocab"],
+            shared_vocab=settings["vocab"]["shared"],
         )
         torch.manual_seed(self.tr["seed"])
         self.model = build(self.model_cfg, env.device)
         self.params = count_parameters(self.model)
         self.ddp = torch.nn.parallel.DistributedDataParallel(self.model) if env.world_size > 1 else None
         self.forward = self.ddp or self.model
-        if self.tr.get("compile"):  # shapes vary from batch to batch: compile for dynamic shapes once
+        if self.tr["compile"]:  # shapes vary from batch to batch: compile for dynamic shapes once
             self.forward = torch.compile(self.forward, dynamic=True)
         self.optimizer = torch.optim.Adam(
             self.model.parameters(),
@@ -146,8 +106,8 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: rate(s + 1, d_model, warmup, scale)
         )
-        self.arithmetic = precision.resolve(self.tr["precision"], env.device)
-        self.scaler = torch.amp.GradScaler(env.device.type, enabled=self.arithmetic == "fp16")
+        self.precision = precision.resolve(self.tr["precision"], env.device)
+        self.scaler = torch.amp.GradScaler(env.device.type, enabled=self.precision == "fp16")
         self.accumulation, budget = micro_batch_budget(
             self.tr["tokens_per_update"], self.tr["max_tokens"], env.world_size
         )
@@ -158,7 +118,7 @@ class Trainer:
             per_update=self.accumulation * env.world_size,
             max_padded=self.tr["max_tokens"],
         )
-        self.prefetcher = Prefetcher(self.prepare, depth=self.tr.get("prefetch", 2))
+        self.prefetcher = Prefetcher(self.prepare, depth=self.tr["prefetch"])
         self.step = 0
         self.flops_model = self.model_cfg.to_dict()
         self._first_bad = torch.zeros((), dtype=torch.long, device=env.device)  # first non-finite step, 0 = none
@@ -188,32 +148,12 @@ class Trainer:
             "world_size": self.env.world_size,
         }
 
-    def changed(self, state: dict) -> list[str]:
-        """Why the checkpoint `state` is not of this run (empty: it is)."""
-        theirs = state.get("identity")
-        if theirs is None:  # written before checkpoints carried their identity
-            theirs = identity(state["settings"], state.get("vocab"), self.identity["training_data"])
-        why = differences(theirs, self.identity)
-        if not why and state["model_config"] != self.model_cfg.to_dict():
-            why = ["the model's shape"]
-        if state["step"] > self.tr["steps"]:
-            why.append(f"train.steps: {state['settings']['train']['steps']} -> {self.tr['steps']}, below its step")
-        return why
-
     def set_aside(self, step: int, why: list[str]) -> None:
         """Move the checkpoints and metrics of another run out of the way (rank 0), keeping them."""
         folder = self.files.checkpoints
-        aside = folder.parent / f"replaced-{time.strftime('%Y%m%d-%H%M%S')}"
+        aside = None
         if self.env.main:
-            n = 1
-            while aside.exists():
-                n += 1
-                aside = folder.parent / f"replaced-{time.strftime('%Y%m%d-%H%M%S')}-{n}"
-            aside.mkdir(parents=True)
-            folder.rename(aside / folder.name)
-            if self.files.metrics.exists():
-                self.files.metrics.rename(aside / self.files.metrics.name)
-            folder.mkdir(parents=True, exist_ok=True)
+            aside = resume.set_aside(folder, self.files.metrics, time.strftime("%Y%m%d-%H%M%S"))
         if self.env.world_size > 1:
             torch.distributed.barrier()
         self.log(
@@ -226,7 +166,7 @@ class Trainer:
         if state is None:
             return
         where = f"{self.files.checkpoints}: checkpoint of step {state['step']}"
-        why = self.changed(state)
+        why = resume.reasons(state, self.identity, self.model_cfg.to_dict(), self.tr["steps"])
         if self.env.world_size > 1:
             torch.distributed.barrier()  # every rank has read the folder before rank 0 moves it
         if why:
@@ -255,15 +195,11 @@ class Trainer:
         a job killed between a checkpoint and its dev pass. The resumed weights are restored after."""
         if self.dev_data is None:
             return
-        have = {r["step"] for r in metrics.read(self.files.metrics).dev}
-        tr = self.tr
-        todo = [
-            (step, path)
-            for step, path in ckpt.list_checkpoints(self.files.checkpoints)
-            if step <= self.step and step not in have and ckpt.on_grid(step, tr["checkpoint_interval"], tr["steps"])
-        ]
+        evaluated = {r["step"] for r in metrics.read(self.files.metrics).dev}
+        found = ckpt.list_checkpoints(self.files.checkpoints)
+        todo = resume.unevaluated(found, evaluated, self.step, self.tr["checkpoint_interval"], self.tr["steps"])
         loaded = False
-        for step, path in sorted(todo):
+        for step, path in todo:
             if step != self.step:
                 try:
                     self.model.load_state_dict(ckpt.load(path)["model"])
@@ -346,7 +282,7 @@ class Trainer:
         return total, src_tokens, tgt_tokens, flops
 
     def autocast(self):
-        return precision.autocast(self.env.device, self.arithmetic)
+        return precision.autocast(self.env.device, self.precision)
 
     # -- evaluation ----------------------------------------------------------------------------------
     @torch.no_grad()
@@ -381,53 +317,61 @@ def run(trainer: Trainer, stop, *, max_updates: int | None = None) -> int:
 
 
 def _run(trainer: Trainer, stop, max_updates: int | None) -> int:
-    t, env, total, files = trainer, trainer.env, trainer.tr["steps"], trainer.files
+    env, total, files = trainer.env, trainer.tr["steps"], trainer.files
     files.checkpoints.mkdir(parents=True, exist_ok=True)
     if env.main:  # this job owns the folder: a temporary file in it is a killed write's
-        remove_leftovers(files.checkpoints, every=True, log=t.log)
+        remove_leftovers(files.checkpoints, every=True, log=trainer.log)
     if env.world_size > 1:
         torch.distributed.barrier()
-    t.resume()
+    trainer.resume()
     if env.main:
-        rec = start_record(t)
+        rec = start_record(
+            env=env,
+            step=trainer.step,
+            accumulation=trainer.accumulation,
+            budget=trainer.batcher.budget,
+            params=trainer.params,
+            precision=trainer.precision,
+        )
         metrics.append(files.metrics, rec)
-        t.log(format_start(t, rec))
-    progress = Progress(t, total)
+        trainer.log(format_start(rec, name=trainer.settings["name"], total=total))
+    progress = Progress(env=env, precision=trainer.precision, step=trainer.step, total=total)
     left = max_updates if max_updates is not None else total
-    t.model.train()
-    while t.step < total and left > 0:
-        loss, src, tgt, flops = t.update()
+    trainer.model.train()
+    while trainer.step < total and left > 0:
+        loss, src, tgt, flops = trainer.update()
         left -= 1
         progress.add(loss, src, tgt, flops)
-        at_log = t.step % t.tr["log_interval"] == 0 or t.step == total
-        at_checkpoint = t.step % t.tr["checkpoint_interval"] == 0 or t.step == total
-        if (at_log or at_checkpoint) and t.first_nonfinite() is not None:
-            t.log(
-                f"error: the loss is not finite at step {t.first_nonfinite()}; stopping, no checkpoint written "
+        step = trainer.step
+        at_log = step % trainer.tr["log_interval"] == 0 or step == total
+        at_checkpoint = step % trainer.tr["checkpoint_interval"] == 0 or step == total
+        if (at_log or at_checkpoint) and trainer.first_nonfinite() is not None:
+            trainer.log(
+                f"error: the loss is not finite at step {trainer.first_nonfinite()}; stopping, no checkpoint written "
                 "(lower training.lr_scale or turn on training.clip_norm)"
             )
             return EXIT_NONFINITE
         if at_log:
-            rec = progress.record()
+            rec = progress.record(step, trainer.scheduler.get_last_lr()[0])
             if env.main:
                 metrics.append(files.metrics, rec)
-                t.log(format_progress(rec, total))
+                trainer.log(format_progress(rec, total))
         if at_checkpoint:
-            checkpoint_and_evaluate(t)
-        if stop_requested(stop, env, t.step):
+            checkpoint_and_evaluate(trainer)
+        if stop_requested(stop, env, step):
             if not at_checkpoint:
-                t.save()
+                trainer.save()
             if env.world_size > 1:
                 torch.distributed.barrier()  # the checkpoint is on disk before the job is requeued
             why = stop.reason() if isinstance(stop, StopFlag) else "stop signal"
             if env.main:
-                metrics.append(files.metrics, {"event": "stop", "step": t.step, "reason": why, "wall": time.time()})
-            again = requeue(env, t.log)
-            t.log(f"{why}: checkpoint of step {t.step} written; {again} (exit {EXIT_PREEMPTED})")
+                metrics.append(files.metrics, {"event": "stop", "step": step, "reason": why, "wall": time.time()})
+            again = requeue(env, trainer.log)
+            trainer.log(f"{why}: checkpoint of step {step} written; {again} (exit {EXIT_PREEMPTED})")
             return EXIT_PREEMPTED
-    if t.step >= total and env.main:
-        ckpt.copy(ckpt.step_path(files.checkpoints, t.step), files.out)
-        t.log(f"done: {files.out}")
+    if trainer.step >= total and env.main:
+        atomic_copy(ckpt.step_path(files.checkpoints, trainer.step), files.out)
+        trainer.log(f"done: {files.out}")
     return EXIT_DONE
 
 
@@ -442,9 +386,63 @@ def seed_dropout(seed: int, micro_batch: int, device: torch.device) -> None:
         torch.manual_seed(value)
 
 
-def checkpoint_and_evaluate(t: Trainer) -> None:
-    t.save()
-    if t.env.main:
-        t.log_dev(t.step, t.evaluate())
-    if t.env.world_size > 1:
+def checkpoint_and_evaluate(trainer: Trainer) -> None:
+    trainer.save()
+    if trainer.env.main:
+        trainer.log_dev(trainer.step, trainer.evaluate())
+    if trainer.env.world_size > 1:
         torch.distributed.barrier()
+
+
+# -- one job of the train rule -----------------------------------------------------------------------
+def check_vocabularies(train: Corpus, dev: Corpus | None, spm: dict) -> None:
+    """The sentencepiece models `spm` ({"src", "tgt"}: paths, or None) must be those the training
+    data was encoded with, and the dev set must be encoded with the same (else its perplexity means
+    nothing)."""
+    given = {side: vocab.identity(path) for side, path in spm.items() if path}
+    side = vocab.differing_side(train.vocabularies, given)
+    if side:
+        path = spm["src" if side == "source" else "tgt"]
+        raise UserError(f"{path} is not the {side} vocabulary {train.path} was encoded with; rerun `snakemake data`")
+    side = dev is not None and vocab.differing_side(train.vocabularies, dev.vocabularies)
+    if side:
+        raise UserError(
+            f"{dev.path} was encoded with another {side} vocabulary than {train.path}; "
+            "encode both with the same sentencepiece models (rerun `snakemake data`)"
+        )
+
+
+def train_job(
+    settings_path,
+    train_path,
+    checkpoints,
+    out,
+    *,
+    dev_path=None,
+    spm_src=None,
+    spm_tgt=None,
+    metrics_path=None,
+    device: str = "auto",
+    max_updates: int | None = None,
+    stop_margin: float = 0.0,
+) -> int:
+    """One training job (`python -m aiayn train`): the experiment's settings (experiment.json),
+    its encoded training and dev data, checked against its sentencepiece models; step checkpoints
+    in `checkpoints`, the final model `out`, metrics beside the checkpoints unless `metrics_path`.
+    In a Slurm job it stops `stop_margin` seconds before the job's time limit. Returns the exit code."""
+    settings = experiment.read(settings_path)
+    train = binary.read(train_path)
+    dev = binary.read(dev_path) if dev_path else None
+    check_vocabularies(train, dev, {"src": spm_src, "tgt": spm_tgt})
+    env = setup(device)
+    checkpoints = Path(checkpoints)
+    files = RunFiles(checkpoints, Path(out), Path(metrics_path or Layout.metrics_of(checkpoints)))
+
+    def log(message: str) -> None:
+        if env.main:
+            print(message, flush=True)
+
+    job = os.environ.get("SLURM_JOB_ID")
+    stop = StopFlag(Deadline(job, stop_margin) if job and stop_margin > 0 and env.main else None)
+    stop.install()
+    return run(Trainer(settings, train, dev, files, env, log), stop, max_updates=max_updates)

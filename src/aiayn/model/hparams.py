@@ -1,0 +1,58 @@
+"""The hyperparameters of one Transformer (§3, Table 3), and the rules they must keep.
+
+Plain Python (no torch), so that the study checks every experiment's model when the config is
+read, where a mistake can still name its key, long before a training job builds the model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Hyperparameters of one Transformer (§3, Table 3). Defaults are the base model."""
+
+    src_vocab: int
+    tgt_vocab: int
+    N: int = 6
+    d_model: int = 512
+    d_ff: int = 2048
+    h: int = 8
+    d_k: int = 64
+    d_v: int = 64
+    P_drop: float = 0.1
+    P_drop_attn: float = 0.0
+    positional: str = "sinusoidal"  # or "learned" (Table 3 row E)
+    max_positions: int = 1024  # longest position a learned embedding covers
+    pre_norm: bool = False
+    shared_vocab: bool = True  # three-way weight tying (§3.4); else target embedding = projection only
+    pad_id: int = 0
+
+    def __post_init__(self):
+        if self.positional not in ("sinusoidal", "learned"):
+            raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {self.positional!r}")
+        if self.positional == "sinusoidal" and self.d_model % 2:
+            raise ValueError(f"sinusoidal positions need an even d_model, got {self.d_model}")
+        if self.shared_vocab and self.src_vocab != self.tgt_vocab:
+            raise ValueError(
+                f"a shared vocabulary needs src_vocab == tgt_vocab, got {self.src_vocab} and {self.tgt_vocab}"
+            )
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "ModelConfig":
+        """Build from a mapping, rejecting keys that are not fields (a typo would otherwise be ignored)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise ValueError(f"unknown model setting(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+        return cls(**values)
+
+    @classmethod
+    def from_settings(cls, model: dict, *, src_vocab: int, tgt_vocab: int, shared_vocab: bool) -> "ModelConfig":
+        """The model of an experiment's `model:` settings over vocabularies of these sizes."""
+        return cls.from_dict({**model, "src_vocab": src_vocab, "tgt_vocab": tgt_vocab, "shared_vocab": shared_vocab})
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)

@@ -1,0 +1,52 @@
+"""experiment.json, the resolved training settings of one experiment: the input of its training job.
+
+The Snakemake rule `resolve_experiment` writes it from `Study.training_settings` (preset ←
+experiment diff); `train` reads it. Only what shapes training is in it, so changing an
+experiment's decoding or averaging retrains nothing, and changing one experiment's training
+retrains only that experiment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from aiayn.errors import UserError
+from aiayn.io import write_json
+
+# key -> the type its value has
+KEYS = {"name": str, "preset": str, "dataset": str, "task": str, "model": dict, "train": dict, "vocab": dict}
+
+
+def missing(settings: dict) -> list[str]:
+    """The keys of KEYS that `settings` lacks or holds as another type."""
+    return [k for k, kind in KEYS.items() if not isinstance(settings.get(k), kind)]
+
+
+def write(settings: dict, out: str | os.PathLike, *, where: str = "--settings") -> None:
+    """Write one experiment's settings (as `Study.training_settings` gives them)."""
+    lacking = missing(settings)
+    if lacking:
+        raise UserError(f"{where} lacks {', '.join(lacking)}")
+    write_json(out, settings)
+
+
+def read(path: str | os.PathLike) -> dict:
+    """The settings of experiment.json; a file that is not one names what it lacks."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the experiment settings ({exc})") from None
+    try:
+        settings = json.loads(text)
+    except ValueError as exc:
+        raise UserError(f"{path} is not valid JSON: {exc}") from None
+    lacking = missing(settings) if isinstance(settings, dict) else list(KEYS)
+    if lacking:
+        raise UserError(
+            f"{path}: the settings lack {', '.join(lacking)}; write them with `python -m aiayn resolve` "
+            "(the resolve_experiment rule)"
+        )
+    return settings

@@ -1,0 +1,96 @@
+"""The resume policy: whether a checkpoint continues this run, and what becomes of one that does not.
+
+A run is what its settings say. Each checkpoint carries its run's identity (`identity`): the
+model, the vocabulary settings and sentencepiece models, the encoded training data (its SHA-256)
+and every training setting but the OPERATIONAL ones, which do not change the weights. A newest
+checkpoint whose identity differs from the job's, or that is past a lowered `steps`, is of another
+run (`reasons`): its checkpoints and metrics are moved aside, never deleted (`set_aside`), and
+training starts afresh, with one line naming each change. Raising `steps` continues the run. A
+resumed run evaluates the kept checkpoints whose dev pass a kill cut off (`unevaluated`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from aiayn.study.layout import Layout
+from aiayn.training.checkpoint import on_grid
+
+# training settings that do not shape the weights: changing them continues a run (steps: raising
+# it; a checkpoint past a lowered `steps` starts afresh). max_tokens only splits an update into
+# micro-batches (the resume warns that it is no longer bit-exact).
+OPERATIONAL = frozenset(
+    {"steps", "log_interval", "checkpoint_interval", "keep_checkpoints", "prefetch", "compile", "max_tokens"}
+)
+# identity keys whose values are hashes: a change is named, not printed
+HASHED = {"vocabularies": "other sentencepiece models", "training_data": "other encoded training data"}
+
+
+def identity(settings: dict, vocabularies: dict, training_data: str | None) -> dict:
+    """What shapes a run's weights: model, vocabulary settings and files, training data (SHA-256 of
+    the encoded file) and the training settings but the OPERATIONAL ones."""
+    return {
+        "model": settings["model"],
+        "vocab": settings["vocab"],
+        "train": {k: v for k, v in settings["train"].items() if k not in OPERATIONAL},
+        "vocabularies": vocabularies,
+        "training_data": training_data,
+    }
+
+
+def changes(old, new, key: str = "") -> list[str]:
+    """`key: old -> new` for each leaf that differs between two run identities (nested dicts)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for k in sorted(set(old) | set(new), key=str):
+            out += changes(old.get(k, "(unset)"), new.get(k, "(unset)"), f"{key}.{k}" if key else str(k))
+        return out
+    if old == new:
+        return []
+    top = key.split(".")[0]
+    if top in HASHED:
+        return [f"{top}: {HASHED[top]}"]
+    return [f"{key}: {json.dumps(old)} -> {json.dumps(new)}"]
+
+
+def reasons(state: dict, ours: dict, model_config: dict, steps: int) -> list[str]:
+    """Why the checkpoint `state` is not of the run whose identity is `ours` (a model of
+    `model_config`, trained for `steps` updates); empty: it is, and training continues it."""
+    theirs = state.get("identity")
+    if theirs is None:
+        return ["the checkpoint records no run identity"]
+    why = changes(theirs, ours)
+    if not why and state["model_config"] != model_config:
+        why = ["the model's shape"]
+    if state["step"] > steps:
+        why.append(f"train.steps: {state['settings']['train']['steps']} -> {steps}, below its step")
+    return why
+
+
+def set_aside(checkpoints: Path, metrics: Path, stamp: str) -> Path:
+    """Move the checkpoints folder and the metrics of another run beside them, into
+    `replaced-<stamp>` (made unique), keeping them; leave an empty checkpoints folder. Returns where."""
+    aside, n = Path(Layout.replaced(checkpoints, stamp)), 1
+    while aside.exists():
+        n += 1
+        aside = Path(Layout.replaced(checkpoints, f"{stamp}-{n}"))
+    aside.mkdir(parents=True)
+    checkpoints.rename(aside / checkpoints.name)
+    if metrics.exists():
+        metrics.rename(aside / metrics.name)
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    return aside
+
+
+def unevaluated(
+    found: list[tuple[int, Path]], evaluated: set[int], resumed: int, interval: int, final: int
+) -> list[tuple[int, Path]]:
+    """Of the kept checkpoints `found` ((step, path)), those on the grid, up to the `resumed` step,
+    without a dev record (`evaluated` steps): a job was killed between the checkpoint and its dev
+    pass. Oldest first."""
+    return sorted(
+        (step, path)
+        for step, path in found
+        if step <= resumed and step not in evaluated and on_grid(step, interval, final)
+    )
