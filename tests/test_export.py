@@ -204,3 +204,29 @@ def test_the_trained_model_decoding_benchmark_runs(exported, tmp_path):
     report = json.loads(out.read_text())
     assert set(report["sentences_per_s"]) == {"ours", "hf_generate", "ctranslate2"}
     assert report["same_1best_as_ours"]["ours"] == 1.0 and report["sentences"] == 8
+
+
+def test_a_damaged_export_is_refused_before_it_is_converted(exported, tmp_path):
+    """Every file of an export is listed with its SHA-256 (checksums.sha256, as sha256sum writes it);
+    a flipped bit in the weights or a missing file stops the CTranslate2 conversion naming the file."""
+    import hashlib
+    import shutil
+
+    from aiayn.evaluation.export import to_ctranslate2, verify_export
+
+    hf = tmp_path / "hf"
+    shutil.copytree(exported / "hf", hf)
+    listed = dict(reversed(line.split("  ", 1)) for line in (hf / "checksums.sha256").read_text().splitlines())
+    assert {"model.safetensors", "source.spm", "README.md", "config.json"} <= set(listed)
+    assert all(hashlib.sha256((hf / n).read_bytes()).hexdigest() == d for n, d in listed.items())
+    verify_export(hf)
+    weights = bytearray((hf / "model.safetensors").read_bytes())
+    weights[len(weights) // 2] ^= 0x10
+    (hf / "model.safetensors").write_bytes(bytes(weights))
+    with pytest.raises(UserError, match="model.safetensors: damaged or missing"):
+        to_ctranslate2(hf, tmp_path / "ct2")
+    assert not (tmp_path / "ct2").exists()
+    shutil.copy(exported / "hf" / "model.safetensors", hf / "model.safetensors")
+    (hf / "source.spm").unlink()
+    with pytest.raises(UserError, match="source.spm: damaged or missing"):
+        verify_export(hf)

@@ -149,6 +149,7 @@ CHECKS = {
         own_pair_one
     ),
     "snakemake --cores 8 export": export,
+    "snakemake --cores 8 --rerun-triggers mtime params input": whole_study,
 }
 # run for real rather than planned: --report on the demo in test_e2e.py, --unlock below
 NOT_PLANNED = {

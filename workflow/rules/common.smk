@@ -160,7 +160,7 @@ def get_url(wildcards):
 
 def get_size_flag(wildcards):
     size = get_archive(wildcards).get("size")
-    return f"--size {size}" if size else ""
+    return ["--size", str(size)] if size else []
 
 
 def get_vocab_settings(wildcards):
@@ -187,7 +187,7 @@ def get_reference(wildcards):
 
 def get_expect_lines(wildcards):
     lines = STUDY.expected_lines(wildcards.experiment, wildcards.testset)
-    return f"--expect-lines {lines}" if lines else ""
+    return ["--expect-lines", str(lines)] if lines else []
 
 
 def get_table_scores(table):

@@ -20,8 +20,8 @@ rule download:
         sha256=lambda w: get_archive(w)["sha256"],
         size=get_size_flag,
     shell:
-        "python -m aiayn download --url {params.url:q} --sha256 {params.sha256} {params.size}"
-        " --out {output} >> {log} 2>&1"
+        "python -m aiayn download --url {params.url:q} --sha256 {params.sha256:q} {params.size:q}"
+        " --out {output:q} >> {log:q} 2>&1"
 
 
 # The offline demo's archives (archives.<name>.generate): made, not downloaded; the rest is unchanged.
@@ -39,7 +39,7 @@ rule generate_archive:
             config["archives"][ARCHIVE_FILES[w.archive_file]]["generate"]
         ),
     shell:
-        "python -m aiayn generate --spec {params.spec:q} --out {output} >> {log} 2>&1"
+        "python -m aiayn generate --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"
 
 
 rule prepare_train:
@@ -64,8 +64,8 @@ rule prepare_train:
         cleaning=json.dumps(config["cleaning"]),
     shell:
         "python -m aiayn prepare --corpora {params.corpora:q} --cleaning {params.cleaning:q}"
-        " --archives {params.archives:q} --src {output.src} --tgt {output.tgt} --report {output.report}"
-        " >> {log} 2>&1"
+        " --archives {params.archives:q} --src {output.src:q} --tgt {output.tgt:q} --report {output.report:q}"
+        " >> {log:q} 2>&1"
 
 
 rule prepare_eval:
@@ -85,11 +85,11 @@ rule prepare_eval:
     params:
         spec=lambda w: json.dumps(STUDY.dataset(w.dataset)["eval_sets"][w.evalset]),
         archive=lambda w, input: (
-            f"--archive {input.archives[0]}" if input.archives else ""
+            ["--archive", input.archives[0]] if input.archives else []
         ),
     shell:
-        "python -m aiayn prepare-eval --spec {params.spec:q} --name {wildcards.evalset} --dataset {wildcards.dataset}"
-        " {params.archive} --src {output.src} --tgt {output.tgt} >> {log} 2>&1"
+        "python -m aiayn prepare-eval --spec {params.spec:q} --name {wildcards.evalset:q} --dataset {wildcards.dataset:q}"
+        " {params.archive:q} --src {output.src:q} --tgt {output.tgt:q} >> {log:q} 2>&1"
 
 
 rule train_vocab:
@@ -112,8 +112,8 @@ rule train_vocab:
     params:
         vocab=get_vocab_settings,
     shell:
-        "python -m aiayn vocab --vocab {params.vocab:q} --threads {threads} --train-src {input.src}"
-        " --train-tgt {input.tgt} --out-src {output.src} --out-tgt {output.tgt} >> {log} 2>&1"
+        "python -m aiayn vocab --vocab {params.vocab:q} --threads {threads} --train-src {input.src:q}"
+        " --train-tgt {input.tgt:q} --out-src {output.src:q} --out-tgt {output.tgt:q} >> {log:q} 2>&1"
 
 
 # What the vocabularies hold against what was asked (sentencepiece makes fewer pieces, without
@@ -133,8 +133,8 @@ rule vocab_info:
     params:
         vocab=get_vocab_settings,
     shell:
-        "python -m aiayn vocab-info --vocab {params.vocab:q} --spm-src {input.spm_src} --spm-tgt {input.spm_tgt}"
-        " --train-src {input.src} --train-tgt {input.tgt} --out {output} >> {log} 2>&1"
+        "python -m aiayn vocab-info --vocab {params.vocab:q} --spm-src {input.spm_src:q} --spm-tgt {input.spm_tgt:q}"
+        " --train-src {input.src:q} --train-tgt {input.tgt:q} --out {output:q} >> {log:q} 2>&1"
 
 
 rule encode:
@@ -156,5 +156,5 @@ rule encode:
         mem_mb=16000,
         runtime=240,
     shell:
-        "python -m aiayn encode --src {input.src} --tgt {input.tgt} --spm-src {input.spm_src}"
-        " --spm-tgt {input.spm_tgt} --threads {threads} --out {output} >> {log} 2>&1"
+        "python -m aiayn encode --src {input.src:q} --tgt {input.tgt:q} --spm-src {input.spm_src:q}"
+        " --spm-tgt {input.spm_tgt:q} --threads {threads} --out {output:q} >> {log:q} 2>&1"

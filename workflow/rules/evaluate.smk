@@ -27,8 +27,8 @@ rule translate:
     params:
         decode=get_decode,
     shell:
-        "python -m aiayn translate --model {input.model} --input {input.src} --spm-src {input.spm_src}"
-        " --spm-tgt {input.spm_tgt} --decode {params.decode:q} --out {output} >> {log} 2>&1"
+        "python -m aiayn translate --model {input.model:q} --input {input.src:q} --spm-src {input.spm_src:q}"
+        " --spm-tgt {input.spm_tgt:q} --decode {params.decode:q} --out {output:q} >> {log:q} 2>&1"
 
 
 rule score:
@@ -48,5 +48,5 @@ rule score:
         expect=get_expect_lines,
         scoring=lambda w: json.dumps(STUDY.scoring(get_dataset(w))),
     shell:
-        "python -m aiayn score --task {params.task} --hyp {input.hyp} --ref {input.ref}"
-        " --scoring {params.scoring:q} {params.expect} --out {output} >> {log} 2>&1"
+        "python -m aiayn score --task {params.task:q} --hyp {input.hyp:q} --ref {input.ref:q}"
+        " --scoring {params.scoring:q} {params.expect:q} --out {output:q} >> {log:q} 2>&1"

@@ -22,6 +22,6 @@ rule export_model:
         decode=get_decode,
         card=lambda w: json.dumps(STUDY.model_card(w.experiment)),
     shell:
-        "python -m aiayn export --model {input.model} --spm-src {input.spm_src} --spm-tgt {input.spm_tgt}"
-        " --decode {params.decode:q} --card {params.card:q} --out {output.hf}"
-        " --ctranslate2 {output.ct2} >> {log} 2>&1"
+        "python -m aiayn export --model {input.model:q} --spm-src {input.spm_src:q} --spm-tgt {input.spm_tgt:q}"
+        " --decode {params.decode:q} --card {params.card:q} --out {output.hf:q}"
+        " --ctranslate2 {output.ct2:q} >> {log:q} 2>&1"

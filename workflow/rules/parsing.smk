@@ -18,7 +18,10 @@ rule prepare_treebank:
         "../../envs/data.yaml"
     params:
         dataset=lambda w: json.dumps(STUDY.treebank_settings(w.dataset)),
+        treebank_archive=lambda w, input: (
+            ["--treebank-archive", input.archive[0]] if input.archive else []
+        ),
     shell:
-        "python -m aiayn prepare-treebank --dataset {params.dataset:q} --split {wildcards.split}"
-        " --src {output.src} --tgt {output.tgt} --gold {output.gold} --treebank-archive '{input.archive}'"
-        " >> {log} 2>&1"
+        "python -m aiayn prepare-treebank --dataset {params.dataset:q} --split {wildcards.split:q}"
+        " --src {output.src:q} --tgt {output.tgt:q} --gold {output.gold:q} {params.treebank_archive:q}"
+        " >> {log:q} 2>&1"

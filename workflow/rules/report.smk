@@ -32,6 +32,6 @@ rule figures:
     params:
         metrics=lambda w: LAYOUT.metrics(w.experiment),
     shell:
-        "python -m aiayn figures --name {wildcards.experiment} --metrics {params.metrics} --model {input.model}"
-        " --spm-src {input.spm_src} --dev-src {input.dev_src} --curves {output.curves} --lr-plot {output.lr}"
-        " --attention {output.attention} >> {log} 2>&1"
+        "python -m aiayn figures --name {wildcards.experiment:q} --metrics {params.metrics:q} --model {input.model:q}"
+        " --spm-src {input.spm_src:q} --dev-src {input.dev_src:q} --curves {output.curves:q} --lr-plot {output.lr:q}"
+        " --attention {output.attention:q} >> {log:q} 2>&1"

@@ -23,8 +23,8 @@ rule measure_table1:
     params:
         settings=json.dumps(config["table1"]),
     shell:
-        "python -m aiayn table1 --settings {params.settings:q} --threads {threads} --out-md {output.md}"
-        " --out-csv {output.csv} --figure {output.figure} >> {log} 2>&1"
+        "python -m aiayn table1 --settings {params.settings:q} --threads {threads} --out-md {output.md:q}"
+        " --out-csv {output.csv:q} --figure {output.figure:q} >> {log:q} 2>&1"
 
 
 rule table:
@@ -53,9 +53,9 @@ rule table:
         bootstrap=lambda w: (
             config["scoring"]["bootstrap_resamples"] if w.n == "3" else 0
         ),
-        baselines="--baselines" if config["baselines"] else "",
+        baselines=["--baselines"] if config["baselines"] else [],
         study=STUDY_SOURCES,
     shell:
-        "python -m aiayn tables --table {wildcards.n} --results {params.results}"
-        " --experiments {params.experiments:q} --bootstrap {params.bootstrap} {params.baselines}"
-        " --study {params.study:q} --out-md {output.md} --out-csv {output.csv} >> {log} 2>&1"
+        "python -m aiayn tables --table {wildcards.n:q} --results {params.results:q}"
+        " --experiments {params.experiments:q} --bootstrap {params.bootstrap:q} {params.baselines:q}"
+        " --study {params.study:q} --out-md {output.md:q} --out-csv {output.csv:q} >> {log:q} 2>&1"

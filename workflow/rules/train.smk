@@ -15,7 +15,7 @@ rule resolve_experiment:
             STUDY.training_settings(w.experiment), sort_keys=True
         ),
     shell:
-        "python -m aiayn resolve --settings {params.settings:q} --out {output} >> {log} 2>&1"
+        "python -m aiayn resolve --settings {params.settings:q} --out {output:q} >> {log:q} 2>&1"
 
 
 # GPUs per training job: the `gpu` resource (total over the job's `nodes`), set in the profile
@@ -59,9 +59,9 @@ rule train:
         launch=lambda w, resources: train_launcher(resources),
         checkpoints=get_checkpoints,
     shell:
-        "{params.launch} -m aiayn train --settings {input.settings} --train {input.train} --dev {input.dev}"
-        " --spm-src {input.spm_src} --spm-tgt {input.spm_tgt} --checkpoints {params.checkpoints}"
-        " --stop-margin {resources.stop_margin_s} --out {output} >> {log} 2>&1"
+        "{params.launch} -m aiayn train --settings {input.settings:q} --train {input.train:q} --dev {input.dev:q}"
+        " --spm-src {input.spm_src:q} --spm-tgt {input.spm_tgt:q} --checkpoints {params.checkpoints:q}"
+        " --stop-margin {resources.stop_margin_s} --out {output:q} >> {log:q} 2>&1"
 
 
 # Selection on the dev set (§6.3): an experiment with a `tune` grid is not trained itself; its
@@ -83,8 +83,8 @@ rule select:
     params:
         candidates=lambda w: json.dumps(get_candidates(w)),
     shell:
-        "python -m aiayn select --candidates {params.candidates:q} --out-model {output.model}"
-        " --out-metrics {output.metrics} --record {output.record} >> {log} 2>&1"
+        "python -m aiayn select --candidates {params.candidates:q} --out-model {output.model:q}"
+        " --out-metrics {output.metrics:q} --record {output.record:q} >> {log:q} 2>&1"
 
 
 rule average:
@@ -108,6 +108,6 @@ rule average:
         final=lambda w: STUDY.experiment(w.experiment)["train"]["steps"],
         checkpoints=get_checkpoints,
     shell:
-        "python -m aiayn average --checkpoints {params.checkpoints} --last {params.last}"
-        " --interval {params.interval} --final-step {params.final}"
-        " --out {output.model} --record {output.record} >> {log} 2>&1"
+        "python -m aiayn average --checkpoints {params.checkpoints:q} --last {params.last:q}"
+        " --interval {params.interval:q} --final-step {params.final:q}"
+        " --out {output.model:q} --record {output.record:q} >> {log:q} 2>&1"

@@ -2,15 +2,19 @@
 
     b"AIAYNENC" | uint32 version | uint64 header length | JSON header | arrays, 64-byte aligned
 
-The header gives the number of pairs, the token dtype, the identity (sha256) of the two
-sentencepiece models, and the byte offset of four flat arrays: source tokens, source offsets,
-target tokens, target offsets (offsets has n+1 entries). Sentence i of a side is
-tokens[offsets[i]:offsets[i+1]], without BOS/EOS (the batcher adds them). Reading never
-builds Python objects per sentence, so a 36M-pair corpus costs only its mapped pages.
+The header gives the number of pairs, the token dtype, the identity of the two sentencepiece
+models (`aiayn.data.vocab.identity`), the byte offset of four flat arrays: source tokens, source
+offsets, target tokens, target offsets (offsets has n+1 entries), and the SHA-256 of those
+arrays' bytes (`digest`), which is the corpus's identity, and the SHA-256 of the header itself
+(`check`); both are checked each time it is read: a damaged file is refused, not trained on.
+Sentence i of a side is tokens[offsets[i]:offsets[i+1]], without BOS/EOS (the batcher adds
+them). Reading never builds Python objects per sentence, so a 36M-pair corpus costs only its
+mapped pages (and one pass to check its digest).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import struct
@@ -20,12 +24,15 @@ from pathlib import Path
 import numpy as np
 
 from aiayn.errors import UserError
-from aiayn.io import atomic_path
+from aiayn.io import atomic_path, file_sha256
 
 MAGIC = b"AIAYNENC"
 VERSION = 1
 ALIGN = 64
 CHUNK = 1 << 22  # elements written at a time
+ARRAYS = ("src_tokens", "src_offsets", "tgt_tokens", "tgt_offsets")
+DIGEST = "tokens-sha256:"  # the scheme of a corpus's identity (an older file has none: its file's SHA-256)
+TOKEN_DTYPES = ("<u2", "<i4")
 # Special ids of every sentencepiece model of this project (see aiayn.data.vocab).
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 
@@ -41,29 +48,45 @@ def token_dtype(vocab_size: int) -> np.dtype:
 def write(path: str | os.PathLike, src: list[np.ndarray] | tuple, tgt, *, dtype, meta: dict | None = None) -> dict:
     """Write pairs given as (tokens, offsets) per side; return the header. Written atomically."""
     path = Path(path)
-    arrays = {"src_tokens": src[0], "src_offsets": src[1], "tgt_tokens": tgt[0], "tgt_offsets": tgt[1]}
+    arrays = dict(zip(ARRAYS, (src[0], src[1], tgt[0], tgt[1])))
     n = len(arrays["src_offsets"]) - 1
     if len(arrays["tgt_offsets"]) - 1 != n:
         raise EncodedError(f"{path}: {n} source but {len(arrays['tgt_offsets']) - 1} target sentences")
     dtype = np.dtype(dtype)
     dtypes = {k: dtype if k.endswith("tokens") else np.dtype(np.int64) for k in arrays}
-    header = {"pairs": n, "dtype": dtype.str, "meta": meta or {}, "arrays": {}}
-    # two passes: the header's own length decides where the arrays start
+    header = {"pairs": n, "dtype": dtype.str, "meta": meta or {}, "arrays": {}, "digest": DIGEST + "0" * 64,
+              "check": "0" * 64}  # fmt: skip
+    # two passes: the header's own length decides where the arrays start (the digest, unknown until
+    # the arrays are written, has a fixed length)
     for _ in range(2):
         start = _align(len(MAGIC) + 12 + len(json.dumps(header).encode()))
         offset = start
         for name, arr in arrays.items():
             header["arrays"][name] = {"offset": offset, "length": int(len(arr)), "dtype": dtypes[name].str}
             offset = _align(offset + len(arr) * dtypes[name].itemsize)
-    blob = json.dumps(header).encode()
+    digest = hashlib.sha256()
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        f.write(MAGIC + struct.pack("<IQ", VERSION, len(blob)) + blob)
+        f.seek(start)
         for name, arr in arrays.items():  # in chunks: the arrays may be memory maps larger than RAM
             f.seek(header["arrays"][name]["offset"])
             for i in range(0, len(arr), CHUNK):
-                f.write(np.asarray(arr[i : i + CHUNK], dtype=dtypes[name]).tobytes())
+                chunk = np.asarray(arr[i : i + CHUNK], dtype=dtypes[name]).tobytes()
+                digest.update(chunk)
+                f.write(chunk)
         f.truncate(_align(offset))
+        header["digest"] = DIGEST + digest.hexdigest()
+        header["check"] = _check(header)
+        blob = json.dumps(header).encode()
+        f.seek(0)
+        f.write(MAGIC + struct.pack("<IQ", VERSION, len(blob)) + blob)
     return header
+
+
+def _check(header: dict) -> str:
+    """The SHA-256 of a header without its own check: a bit flipped anywhere in the header is seen."""
+    return hashlib.sha256(
+        json.dumps({k: v for k, v in header.items() if k != "check"}, sort_keys=True).encode()
+    ).hexdigest()
 
 
 def _align(n: int) -> int:
@@ -105,11 +128,18 @@ class Corpus:
         meta = self.header["meta"]
         return {"src": meta.get("spm_src_sha256"), "tgt": meta.get("spm_tgt_sha256")}
 
+    @property
+    def identity(self) -> str:
+        """What the corpus is: the digest of its token arrays (a file written before there was one:
+        its file's SHA-256), whatever its header says of where it came from."""
+        return self.header.get("digest") or file_sha256(self.path)
 
-def read(path: str | os.PathLike) -> Corpus:
-    path = Path(path)
-    if not path.is_file():
-        raise EncodedError(f"{path}: encoded corpus not found")
+
+def _damaged(path: Path, what: str) -> EncodedError:
+    return EncodedError(f"{path}: not a readable encoded corpus ({what}); rerun the encode step")
+
+
+def _header(path: Path) -> dict:
     with open(path, "rb") as f:
         head = f.read(len(MAGIC) + 12)
         if len(head) < len(MAGIC) + 12 or head[: len(MAGIC)] != MAGIC:
@@ -117,19 +147,77 @@ def read(path: str | os.PathLike) -> Corpus:
         version, size = struct.unpack("<IQ", head[len(MAGIC) :])
         if version != VERSION:
             raise EncodedError(f"{path}: format version {version}, expected {VERSION}; rerun the encode step")
+        if size > path.stat().st_size:
+            raise _damaged(path, "its header runs past the end of the file")
         try:
             header = json.loads(f.read(size))
-        except ValueError:
+        except (ValueError, UnicodeDecodeError):
             raise EncodedError(f"{path}: corrupt header; rerun the encode step") from None
-    total = path.stat().st_size
-    arrays = {}
-    for name, spec in header["arrays"].items():
-        dtype = np.dtype(spec["dtype"])
-        if spec["offset"] + spec["length"] * dtype.itemsize > total:
+    if (
+        not isinstance(header, dict)
+        or not isinstance(header.get("pairs"), int)
+        or not isinstance(header.get("arrays"), dict)
+    ):
+        raise _damaged(path, "its header lacks pairs or arrays")
+    if sorted(header["arrays"]) != sorted(ARRAYS):
+        raise _damaged(path, f"arrays {sorted(header['arrays'])}, expected {list(ARRAYS)}")
+    if "check" in header and header["check"] != _check(header):
+        raise _damaged(path, "its header does not match its checksum: the file is damaged")
+    return header
+
+
+def _check_layout(path: Path, header: dict) -> None:
+    """Every array where the header says, of the size and type it says, inside the file."""
+    total, n = path.stat().st_size, header["pairs"]
+    for name in ARRAYS:
+        spec = header["arrays"][name]
+        if not all(isinstance(spec.get(k), int) and spec[k] >= 0 for k in ("offset", "length")):
+            raise _damaged(path, f"{name} has no valid offset and length")
+        allowed = TOKEN_DTYPES if name.endswith("tokens") else ("<i8",)
+        if spec.get("dtype") not in allowed:
+            raise _damaged(path, f"{name} of type {spec.get('dtype')!r}")
+        if spec["offset"] + spec["length"] * np.dtype(spec["dtype"]).itemsize > total:
             raise EncodedError(f"{path}: truncated ({name} runs past the end of the file); rerun the encode step")
+        if name.endswith("offsets") and spec["length"] != n + 1:
+            raise _damaged(path, f"{name} has {spec['length']} entries for {n} pairs")
+
+
+def _digest(path: Path, header: dict) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for name in ARRAYS:
+            spec = header["arrays"][name]
+            f.seek(spec["offset"])
+            left = spec["length"] * np.dtype(spec["dtype"]).itemsize
+            while left:
+                block = f.read(min(left, 1 << 24))
+                if not block:
+                    raise _damaged(path, f"{name} ends early")
+                digest.update(block)
+                left -= len(block)
+    return DIGEST + digest.hexdigest()
+
+
+def read(path: str | os.PathLike) -> Corpus:
+    """The corpus of `path`, its layout checked and (when its header records one) its digest
+    verified: a damaged or foreign file raises EncodedError naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise EncodedError(f"{path}: encoded corpus not found")
+    header = _header(path)
+    _check_layout(path, header)
+    if header.get("digest") and _digest(path, header) != header["digest"]:
+        raise _damaged(path, "its token arrays do not match their digest: the file is damaged")
+    arrays = {}
+    for name in ARRAYS:
+        spec = header["arrays"][name]
         arrays[name] = (
-            np.memmap(path, dtype=dtype, mode="r", offset=spec["offset"], shape=(spec["length"],))
+            np.memmap(path, dtype=np.dtype(spec["dtype"]), mode="r", offset=spec["offset"], shape=(spec["length"],))
             if spec["length"]
-            else np.empty(0, dtype)
+            else np.empty(0, spec["dtype"])
         )
+    for side in ("src", "tgt"):
+        offsets, tokens = arrays[f"{side}_offsets"], arrays[f"{side}_tokens"]
+        if offsets[0] != 0 or offsets[-1] != len(tokens):
+            raise _damaged(path, f"{side} offsets run from {offsets[0]} to {offsets[-1]} over {len(tokens)} tokens")
     return Corpus(path=path, header=header, **arrays)

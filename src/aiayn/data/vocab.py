@@ -9,6 +9,7 @@ is the one comparison of two such records.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -47,21 +48,109 @@ def to_text(sp: spm.SentencePieceProcessor, ids: list[int]) -> str:
     return sp.Decode(ids)
 
 
+# TrainerSpec fields that say how a model was made, not what it is: the input files (1), the
+# output prefix (2: a scratch folder of ours) and the threads (16)
+INCIDENTAL = {1, 2, 16}
+IDENTITY = "spm-sha256:"  # an identity's scheme; one without (64 hex digits) is an older file digest
+
+
+def _varint(data: bytes, i: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[i]
+        value, shift, i = value | (byte & 0x7F) << shift, shift + 7, i + 1
+        if byte < 0x80:
+            return value, i
+
+
+def _fields(data: bytes):
+    """(field number, the field's bytes, its value's bytes) of a protobuf message, in order."""
+    i = 0
+    while i < len(data):
+        start = i
+        key, i = _varint(data, i)
+        kind = key & 7
+        if kind == 0:
+            _, i = _varint(data, i)
+            value = b""
+        elif kind == 1:
+            i += 8
+            value = b""
+        elif kind == 5:
+            i += 4
+            value = b""
+        elif kind == 2:
+            size, j = _varint(data, i)
+            value, i = data[j : j + size], j + size
+        else:
+            raise ValueError(f"protobuf wire type {kind} at byte {start}")
+        if i > len(data):
+            raise ValueError("a protobuf field runs past the end")
+        yield key >> 3, data[start:i], value
+
+
+def _length(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def canonical(model: bytes) -> bytes:
+    """The bytes of a sentencepiece model with its TrainerSpec's incidental fields (input files,
+    output prefix, threads) left out: what it is, not how it was made. sentencepiece loads it as
+    it loads the model (those fields are only a record)."""
+    out = bytearray()
+    for number, whole, value in _fields(model):
+        if number != 2:  # ModelProto.trainer_spec
+            out += whole
+            continue
+        spec = b"".join(w for n, w, _ in _fields(value) if n not in INCIDENTAL)
+        out += b"\x12" + _length(len(spec)) + spec
+    return bytes(out)
+
+
 def identity(path: str | os.PathLike) -> str:
-    """What identifies a sentencepiece model: the SHA-256 of its file. Encoded corpora record it of
-    the models they were encoded with, checkpoints of those they were trained with."""
+    """What identifies a sentencepiece model: its pieces and settings (the SHA-256 of `canonical`),
+    so that a vocabulary trained again to the same pieces is the same one. Encoded corpora record
+    it of the models they were encoded with, checkpoints of those they were trained with."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: sentencepiece model not found")
-    return file_sha256(path)
+    try:
+        return IDENTITY + hashlib.sha256(canonical(path.read_bytes())).hexdigest()
+    except (ValueError, IndexError):
+        raise UserError(f"{path}: not a sentencepiece model (damaged); rerun the vocabulary step") from None
+
+
+def matches(recorded: str | None, path: str | os.PathLike) -> bool:
+    """Whether the model file `path` is the vocabulary whose identity was `recorded` (None: unknown,
+    taken as a match). A record of an older aiayn is the file's SHA-256, compared as such."""
+    if not recorded:
+        return True
+    if recorded.startswith(IDENTITY):
+        return recorded == identity(path)
+    return recorded == file_sha256(path)
 
 
 def differing_side(a: dict | None, b: dict | None) -> str | None:
     """The first side ("source", "target") whose vocabulary identities in the records `a` and `b`
-    ({"src": identity, "tgt": identity}) differ, or None; a side a record does not know is not compared."""
+    ({"src": identity, "tgt": identity}) differ, or None. A side a record does not know, or that the
+    two record in different schemes (one by an older aiayn), is not compared."""
     for side, name in SIDES.items():
         x, y = (a or {}).get(side), (b or {}).get(side)
-        if x and y and x != y:
+        if x and y and x != y and x.startswith(IDENTITY) == y.startswith(IDENTITY):
+            return name
+    return None
+
+
+def differing_file(recorded: dict | None, paths: dict) -> str | None:
+    """The first side whose model file (`paths`: {"src", "tgt"}: paths, or None) is not the
+    vocabulary `recorded` ({"src", "tgt"}: identities) names, or None."""
+    for side, name in SIDES.items():
+        if paths.get(side) and not matches((recorded or {}).get(side), paths[side]):
             return name
     return None
 
@@ -109,7 +198,8 @@ def train(
             )
         except RuntimeError as exc:
             raise UserError(f"sentencepiece could not train on {', '.join(map(str, inputs))}: {exc}") from None
-        os.replace(f"{prefix}.model", model)
+        # written without the scratch prefix, input paths and threads: the same pieces, the same bytes
+        model.write_bytes(canonical(Path(f"{prefix}.model").read_bytes()))
         os.replace(f"{prefix}.vocab", pieces)
 
 

@@ -30,7 +30,7 @@ import torch
 from aiayn.data import vocab
 from aiayn.data.binary import BOS, EOS, PAD
 from aiayn.errors import UserError
-from aiayn.io import atomic_dir
+from aiayn.io import atomic_dir, file_sha256
 from aiayn.model.hparams import ModelConfig
 from aiayn.model.transformer import sinusoidal_positions
 from aiayn.training import checkpoint as ckpt
@@ -197,7 +197,32 @@ def export(
             tokenizer["target_vocab_file"] = "target_vocab.json"
         (tmp / "tokenizer_config.json").write_text(json.dumps(tokenizer, indent=2))
         (tmp / "README.md").write_text(card)
+        write_checksums(tmp)
     return Path(out)
+
+
+CHECKSUMS = "checksums.sha256"
+
+
+def write_checksums(folder: Path) -> None:
+    """`sha256sum`'s format: the SHA-256 of every file of an export, to check it before use."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != CHECKSUMS)
+    lines = [f"{file_sha256(p)}  {p.relative_to(folder).as_posix()}\n" for p in files]
+    (folder / CHECKSUMS).write_text("".join(lines))
+
+
+def verify_export(folder: str | Path) -> None:
+    """Every file of an export as it was written (`sha256sum -c checksums.sha256` does the same);
+    a damaged, missing or foreign folder raises UserError naming the file."""
+    folder = Path(folder)
+    listing = folder / CHECKSUMS
+    if not listing.is_file():
+        raise UserError(f"{folder}: not an export of aiayn (no {CHECKSUMS}); rerun `snakemake export`")
+    for line in listing.read_text().splitlines():
+        digest, _, name = line.partition("  ")
+        path = folder / name
+        if not path.is_file() or file_sha256(path) != digest:
+            raise UserError(f"{path}: damaged or missing (its checksum in {listing} differs); rerun `snakemake export`")
 
 
 def to_ctranslate2(hf_dir: str | Path, out: str | Path) -> Path:
@@ -223,6 +248,7 @@ def to_ctranslate2(hf_dir: str | Path, out: str | Path) -> Path:
             config.bos_token = "<s>"  # MarianTokenizer has none; our BOS piece
             config.layer_norm_epsilon = 1e-5  # torch's LayerNorm default, ours
 
+    verify_export(hf_dir)
     saved = ct2t._MODEL_LOADERS.get("MarianConfig")
     ct2t._MODEL_LOADERS["MarianConfig"] = ExactLoader()
     try:

@@ -7,6 +7,7 @@ it was and what every candidate scored. Pure Python: no torch (files are copied,
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from aiayn.errors import UserError
@@ -36,8 +37,17 @@ def choose(candidates: list[dict]) -> tuple[dict, list[dict]]:
         scored.append({**c, "metric": metric, "value": value, "dev_ppl": dev_ppl})
     if not scored:
         raise UserError("no candidates to select from")
-    # max keeps the first of equals
-    best = max(scored, key=lambda c: (c["value"], -c["dev_ppl"] if c["dev_ppl"] is not None else float("-inf")))
+    finite = [c for c in scored if math.isfinite(c["value"])]  # a NaN score is no score: never the best
+    if not finite:
+        raise UserError(
+            f"no candidate has a finite dev score ({', '.join(c['score'] for c in scored)}); check their training"
+        )
+
+    def rank(c: dict) -> tuple[float, float]:
+        ppl = c["dev_ppl"]
+        return c["value"], -ppl if ppl is not None and math.isfinite(ppl) else float("-inf")
+
+    best = max(finite, key=rank)  # max keeps the first of equals
     return best, scored
 
 

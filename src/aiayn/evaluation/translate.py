@@ -128,7 +128,9 @@ def fit_positions(src: list[list[int]], model: Transformer, label: str, log=prin
 def check_vocabularies(state: dict, model_path, spm: dict) -> None:
     """The sentencepiece models `spm` ({"src", "tgt"}: paths) must be those the model was trained
     with (its checkpoint says which)."""
-    side = vocab.differing_side(state.get("vocab"), {s: vocab.identity(p) for s, p in spm.items()})
+    for path in spm.values():
+        vocab.identity(path)  # a missing or damaged model is named as such
+    side = vocab.differing_file(state.get("vocab"), spm)
     if side:
         path = spm["src" if side == "source" else "tgt"]
         raise UserError(

@@ -107,6 +107,8 @@ def _problems(schema_: dict, instance) -> list[str]:
             known = e.schema.get("properties", {})
             for key in [k for k in e.instance if k not in known]:
                 found.append(f"{where + ': ' if where else ''}unknown key {key!r}; known: {', '.join(known)}")
+        elif e.validator == "pattern" and e.schema.get("description"):  # say the rule, not the regex
+            found.append(f"{where or '<top level>'}: {e.instance!r} is not allowed: {e.schema['description']}")
         else:
             found.append(f"{where or '<top level>'}: {e.message}")
     return found

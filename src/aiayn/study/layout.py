@@ -11,6 +11,7 @@ results/data/<dataset>/<split>.bin               encoded token ids (aiayn.data.b
 results/<experiment>/experiment.json             the resolved settings of the run
 results/<experiment>/checkpoints/                step checkpoints; last.pt, the final model, once training is done
 results/<experiment>/metrics.jsonl               progress and dev loss, JSON lines
+results/<experiment>/.train.lock                 held by the one trainer of the run while it trains
 results/<experiment>/replaced-<date>-<time>/     checkpoints and metrics of an earlier run with other settings
 results/<experiment>/figures/*.png               learning curves, learning rate, attention maps
 results/<experiment>/average.pt                  mean of the last K checkpoints (§6.1)
@@ -76,7 +77,12 @@ class Layout:
 
     def final_checkpoint(self, experiment: str) -> str:
         """The model a finished training ends with (the selected candidate's, for a tuned experiment)."""
-        return posixpath.join(self.checkpoints(experiment), "last.pt")
+        return self.final_in(self.checkpoints(experiment))
+
+    @staticmethod
+    def final_in(checkpoints: str) -> str:
+        """The final model in a run's folder of step checkpoints."""
+        return posixpath.join(str(checkpoints), "last.pt")
 
     def metrics(self, experiment: str) -> str:
         return self.metrics_of(self.checkpoints(experiment))
@@ -85,6 +91,11 @@ class Layout:
     def metrics_of(checkpoints: str) -> str:
         """The metrics.jsonl of the run whose step checkpoints are in folder `checkpoints`."""
         return posixpath.join(posixpath.dirname(str(checkpoints).rstrip("/")), "metrics.jsonl")
+
+    @staticmethod
+    def lock_of(checkpoints: str) -> str:
+        """What the trainer of the run whose checkpoints are in `checkpoints` holds while it trains."""
+        return posixpath.join(posixpath.dirname(str(checkpoints).rstrip("/")), ".train.lock")
 
     @staticmethod
     def replaced(checkpoints: str, stamp: str) -> str:

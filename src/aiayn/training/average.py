@@ -3,7 +3,9 @@
 The paper averages the last 5 (base) / 20 (big) checkpoints "written at 10-minute intervals":
 evenly spaced. So only the checkpoints on the run's `checkpoint_interval` grid (and its final
 step) are averaged, as fairseq's update-based averaging does; one written on a stop signal at
-another step (a time limit, a preemption) is for resuming only.
+another step (a time limit, a preemption) is for resuming only. And only checkpoints of the run
+itself: one of another run's identity found in the folder (another seed, another setting) is left
+out, never averaged in.
 """
 
 from __future__ import annotations
@@ -15,21 +17,38 @@ import torch
 from aiayn.data import vocab
 from aiayn.errors import UserError
 from aiayn.io import write_json
+from aiayn.study.layout import Layout
 from aiayn.training import checkpoint as ckpt
+from aiayn.training import resume
 
 
-def newest_on_grid(folder: str | Path, k: int, interval: int, final: int) -> list[Path]:
+def newest_on_grid(
+    folder: str | Path, k: int, interval: int, final: int, *, run: dict | None = None, log=print
+) -> list[Path]:
     """The k newest step checkpoints of `folder` on the grid of `interval` updates and the `final`
-    step (the paper's "last k checkpoints"), oldest first."""
+    step (the paper's "last k checkpoints"), oldest first; with `run` (a run identity), only those
+    of that run (another run's are left out, said in the log)."""
     if k < 1:
         raise UserError(f"the number of checkpoints to average must be at least 1, got {k}")
     found = ckpt.list_checkpoints(folder)
     grid = [path for step, path in found if ckpt.on_grid(step, interval, final)]
+    if run is not None:
+        mine = []
+        for path in grid:
+            if len(mine) == k:
+                break
+            theirs = ckpt.read_identity(path)
+            if theirs == run:
+                mine.append(path)
+            else:
+                log(f"{path} is of another run ({'; '.join(resume.changes(theirs or {}, run))}): not averaged")
+        others, grid = len(grid) - len(mine), mine
     if len(grid) < k:
-        off = len(found) - len(grid)
+        off = len(found) - len(grid) - (others if run is not None else 0)
         raise UserError(
             f"{folder}: {len(grid)} step checkpoint(s) every {interval} updates, {k} are to be averaged"
             + (f" ({off} written at other steps on a stop signal are not averaged)" if off else "")
+            + (f" ({others} of another run left out)" if run is not None and others else "")
             + "; keep at least that many (training.keep_checkpoints) and rerun training"
         )
     return list(reversed(grid[:k]))
@@ -67,9 +86,15 @@ def average(paths: list[Path]) -> dict:
 
 
 def average_run(folder, k: int, interval: int, final: int, out, record=None, log=print) -> dict:
-    """Average the k newest grid checkpoints of the run in `folder` into `out`; with `record`,
-    also write which steps were averaged (JSON, what the tables read). Returns the averaged model."""
-    paths = newest_on_grid(folder, k, interval, final)
+    """Average the k newest grid checkpoints of the run in `folder` into `out` (the run: that of its
+    final model, else of its newest grid checkpoint); with `record`, also write which steps were
+    averaged (JSON, what the tables read). Returns the averaged model."""
+    reference = Path(Layout.final_in(folder))
+    if not reference.is_file():
+        grid = [path for step, path in ckpt.list_checkpoints(folder) if ckpt.on_grid(step, interval, final)]
+        reference = grid[0] if grid else None
+    run = ckpt.read_identity(reference) if reference else None
+    paths = newest_on_grid(folder, k, interval, final, run=run, log=log)
     result = average(paths)
     ckpt.save(result, out)
     if record:

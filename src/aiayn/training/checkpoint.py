@@ -11,8 +11,13 @@ world size it was written at. No random state: dropout masks follow the micro-ba
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
+import socket
+import zipfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,6 +27,7 @@ from aiayn.errors import UserError
 from aiayn.io import atomic_path
 from aiayn.model.hparams import ModelConfig
 from aiayn.model.transformer import Transformer, build
+from aiayn.study.layout import Layout
 
 STEP_FILE = re.compile(r"checkpoint_(\d+)\.pt$")
 
@@ -54,14 +60,35 @@ def _probe(path: Path, block: int = 1 << 24) -> None:
             pass
 
 
+def verify(path: Path) -> None:
+    """Check every record of a checkpoint file against its CRC-32 (torch writes a zip file; its load
+    does not check them, so a flipped bit would be used): a damaged one raises CheckpointError."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, EOFError, ValueError, KeyError) as exc:
+        raise CheckpointError(f"{path}: not a readable checkpoint ({type(exc).__name__}: {exc})") from None
+    except zlib.error as exc:
+        bad = f"({exc})"
+    if bad is not None:
+        raise CheckpointError(
+            f"{path}: a damaged checkpoint (record {bad} does not match its checksum); delete it and rerun the step "
+            "that wrote it"
+        )
+
+
 def load(path: str | os.PathLike, map_location="cpu") -> dict:
-    """Read a checkpoint. A missing, truncated or foreign file raises CheckpointError naming it; a
-    file the file system cannot read (an I/O error) raises CheckpointReadError."""
+    """Read a checkpoint, every record checked against its checksum first. A missing, truncated,
+    damaged or foreign file raises CheckpointError naming it; a file the file system cannot read
+    (an I/O error) raises CheckpointReadError."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: checkpoint not found")
     try:
+        verify(path)
         payload = torch.load(path, map_location=map_location, weights_only=True)
+    except CheckpointError:
+        raise
     except OSError as exc:
         raise _read_error(path, exc) from None
     except Exception as exc:  # torch raises RuntimeError, EOFError, pickle errors, zipfile errors...
@@ -74,6 +101,16 @@ def load(path: str | os.PathLike, map_location="cpu") -> dict:
     if not isinstance(payload, dict) or "model_config" not in payload or "model" not in payload:
         raise CheckpointError(f"{path}: not an aiayn checkpoint (no model_config/model)")
     return payload
+
+
+def read_identity(path: str | os.PathLike) -> dict | None:
+    """The run identity a checkpoint records (None if it records none), its tensors left on disk
+    (memory-mapped, not read): what averaging compares before it loads the checkpoints it averages."""
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:
+        return load(path).get("identity")  # which names the damage, or the I/O error, in one line
+    return payload.get("identity") if isinstance(payload, dict) else None
 
 
 def model_payload(model: Transformer) -> dict:
@@ -107,6 +144,33 @@ def newest_readable(folder: str | os.PathLike, log: Callable[[str], None]) -> di
         except CheckpointError as exc:
             log(f"warning: {exc}; falling back to the previous checkpoint")
     return None
+
+
+@contextlib.contextmanager
+def exclusive(folder: str | os.PathLike):
+    """Hold a run's folder of checkpoints for this process while the block runs: a second trainer
+    of the same folder (an orphaned job and its rerun, two Snakemake runs) is refused, naming the
+    process that holds it, instead of two runs writing each other's checkpoints. (flock on a file
+    beside the folder, which stays when the folder is set aside; released when the process ends,
+    however it ends.)"""
+    folder = Path(folder)
+    lock = Path(Layout.lock_of(folder))
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 256, 0).decode("utf-8", "replace").strip() or "another process"
+            raise UserError(
+                f"{folder} is being trained by {holder}; stop that job (scancel or kill it) or let it finish, "
+                "then run again"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"the process {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
 
 
 def on_grid(step: int, interval: int, final: int) -> bool:

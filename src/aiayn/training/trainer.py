@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from aiayn.data import binary, vocab
 from aiayn.data.binary import PAD, Corpus
 from aiayn.errors import UserError
-from aiayn.io import atomic_copy, file_sha256, remove_leftovers
+from aiayn.io import atomic_copy, remove_leftovers
 from aiayn.model.hparams import ModelConfig
 from aiayn.model.transformer import build, count_parameters
 from aiayn.study import experiment
@@ -81,7 +81,7 @@ class Trainer:
         self.train_data, self.dev_data, self.files, self.env, self.log = train, dev, files, env, log
         meta = train.header["meta"]
         self.vocab_id = train.vocabularies
-        self.identity = resume.identity(settings, self.vocab_id, file_sha256(train.path))
+        self.identity = resume.identity(settings, self.vocab_id, train.identity)
         self.model_cfg = ModelConfig.from_settings(
             settings["model"],
             src_vocab=meta["src_vocab"],
@@ -309,9 +309,25 @@ class Trainer:
 
 
 def run(trainer: Trainer, stop, *, max_updates: int | None = None) -> int:
-    """Train until the configured steps (or `max_updates` more, or a stop); return the exit code."""
+    """Train until the configured steps (or `max_updates` more, or a stop); return the exit code.
+    The run's folder is held by rank 0 while it trains: a second trainer of it is refused."""
+    env = trainer.env
     try:
-        return _run(trainer, stop, max_updates)
+        with contextlib.ExitStack() as held:
+            failure = None
+            if env.main:
+                try:
+                    held.enter_context(ckpt.exclusive(trainer.files.checkpoints))
+                except UserError as exc:
+                    failure = exc
+            if env.world_size > 1:  # every rank stops if rank 0 could not hold the folder
+                flag = torch.tensor([failure is not None], dtype=torch.int32, device=env.device)
+                torch.distributed.broadcast(flag, 0)
+                if flag.item() and failure is None:
+                    failure = UserError(f"{trainer.files.checkpoints} is being trained by another job")
+            if failure is not None:
+                raise failure
+            return _run(trainer, stop, max_updates)
     finally:
         trainer.prefetcher.close()
 
@@ -399,8 +415,7 @@ def check_vocabularies(train: Corpus, dev: Corpus | None, spm: dict) -> None:
     """The sentencepiece models `spm` ({"src", "tgt"}: paths, or None) must be those the training
     data was encoded with, and the dev set must be encoded with the same (else its perplexity means
     nothing)."""
-    given = {side: vocab.identity(path) for side, path in spm.items() if path}
-    side = vocab.differing_side(train.vocabularies, given)
+    side = vocab.differing_file(train.vocabularies, spm)
     if side:
         path = spm["src" if side == "source" else "tgt"]
         raise UserError(f"{path} is not the {side} vocabulary {train.path} was encoded with; rerun `snakemake data`")

@@ -1,0 +1,309 @@
+"""Nothing lost, nothing run, nothing damaged used: identities by content, every artifact verified
+on load, every shell line quoted and every name checked, runs that never mix.
+
+Each mechanism is tested across the kinds of file or command it covers: identity of every
+identity we compute, a bit flipped at several places of each kind of file we load, every `shell:`
+line of every rule and every kind of name."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import toy
+import yaml
+from conftest import ROOT, snakemake
+
+from aiayn import cli
+from aiayn.data import binary, vocab
+from aiayn.errors import UserError
+from aiayn.evaluation.selection import choose
+from aiayn.io import file_sha256
+from aiayn.study import config as cfg
+from aiayn.training import checkpoint
+from aiayn.training.average import average_run
+from aiayn.training.trainer import EXIT_DONE, run
+
+WORDS = "the cat sat on a mat and dog ran far away from home to see big red ball in park".split()
+
+
+def text(path: Path, n: int = 300, seed: int = 1) -> Path:
+    rng = np.random.default_rng(seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(" ".join(rng.choice(WORDS, rng.integers(3, 9))) + "\n" for _ in range(n)))
+    return path
+
+
+def flip(path: Path, offset: int, bit: int = 4) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 1 << bit
+    path.write_bytes(bytes(data))
+
+
+# -- 1. identity by content ------------------------------------------------------------------------
+def test_a_vocabulary_trained_again_is_the_same_vocabulary(tmp_path):
+    """sentencepiece records its output prefix (our scratch folder), its input paths and its threads
+    in the model: two trainings of the same text to the same pieces wrote different bytes, and a
+    rebuilt vocabulary set finished runs aside. Those fields are left out of the file and its identity."""
+    a, b = text(tmp_path / "a" / "train.txt"), tmp_path / "b" / "elsewhere.txt"
+    b.parent.mkdir()
+    shutil.copy(a, b)
+    vocab.train([a], tmp_path / "a" / "spm.model", model_type="bpe", size=40, input_sentence_size=0, threads=1)
+    vocab.train([b], tmp_path / "b" / "spm.model", model_type="bpe", size=40, input_sentence_size=0, threads=2)
+    one, two = tmp_path / "a" / "spm.model", tmp_path / "b" / "spm.model"
+    assert one.read_bytes() == two.read_bytes() and vocab.identity(one) == vocab.identity(two)
+    assert str(tmp_path).encode() not in one.read_bytes()  # no path of ours in the model
+    assert vocab.load(one).Encode(["the cat sat"]) == vocab.load(two).Encode(["the cat sat"])
+    vocab.train([a], tmp_path / "c.model", model_type="bpe", size=50, input_sentence_size=0)
+    assert vocab.identity(tmp_path / "c.model") != vocab.identity(one)  # one that really differs
+    # a record of an older aiayn (the file's SHA-256) still matches its unchanged file
+    assert vocab.matches(file_sha256(one), one) and not vocab.matches(file_sha256(one), tmp_path / "c.model")
+    assert vocab.matches(vocab.identity(one), two) and not vocab.matches(vocab.identity(one), tmp_path / "c.model")
+    # and the identity of a model as sentencepiece writes it (its prefix and inputs inside) is the same
+    import sentencepiece as spm
+
+    spm.set_random_generator_seed(1)
+    spm.SentencePieceTrainer.Train(
+        input=str(a), model_prefix=str(tmp_path / "raw"), vocab_size=40, model_type="bpe", pad_id=0, unk_id=1,
+        bos_id=2, eos_id=3, character_coverage=1.0, input_sentence_size=0, shuffle_input_sentence=True,
+        num_threads=3, hard_vocab_limit=False, minloglevel=2,
+    )  # fmt: skip
+    raw = tmp_path / "raw.model"
+    assert raw.read_bytes() != one.read_bytes() and str(tmp_path).encode() in raw.read_bytes()
+    assert vocab.identity(raw) == vocab.identity(one)
+
+
+def test_a_corpus_is_its_tokens_not_its_header(tmp_path):
+    src, tgt = toy.from_sequences([[5, 6, 7], [8]], [[7, 6, 5], [8, 9]])
+    one = binary.write(tmp_path / "a.bin", src, tgt, dtype="<u2", meta={"source_files": ["/x/train.src"]})
+    two = binary.write(tmp_path / "b.bin", src, tgt, dtype="<u2", meta={"source_files": ["/y/z/train.src"]})
+    assert one["digest"] == two["digest"] == binary.read(tmp_path / "a.bin").identity
+    other = binary.write(tmp_path / "c.bin", *toy.from_sequences([[5, 6, 7], [8]], [[7, 6, 5], [9, 9]]), dtype="<u2")
+    assert other["digest"] != one["digest"]
+
+
+# -- 2. integrity on every artifact we load ----------------------------------------------------------
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("trained")
+    assert toy.train_in_process(folder, toy.settings(steps=8, checkpoint_interval=2, keep_checkpoints=5)) == 0
+    return folder
+
+
+def record_offsets(path: Path) -> list[int]:
+    """Byte offsets inside the records (tensors, pickle) of a checkpoint's zip, spread over the file."""
+    import zipfile
+
+    with zipfile.ZipFile(path) as z:
+        infos = [i for i in z.infolist() if i.file_size > 8]
+        data = path.read_bytes()
+        offsets = []
+        for info in infos:
+            start = (
+                info.header_offset
+                + 30
+                + int.from_bytes(data[info.header_offset + 26 : info.header_offset + 28], "little")
+            )
+            start += int.from_bytes(data[info.header_offset + 28 : info.header_offset + 30], "little")
+            offsets += [start, start + info.file_size // 2, start + info.file_size - 1]
+    return offsets
+
+
+@pytest.mark.parametrize("where", range(6))
+def test_a_flipped_bit_in_a_checkpoint_is_refused_not_used(trained, tmp_path, where, capsys):
+    source = trained / "checkpoints" / "last.pt"
+    offsets = record_offsets(source)
+    damaged = tmp_path / "checkpoints" / "last.pt"
+    damaged.parent.mkdir()
+    shutil.copy(source, damaged)
+    flip(damaged, offsets[where * (len(offsets) - 1) // 5])
+    with pytest.raises(checkpoint.CheckpointError, match=re.escape(str(damaged))):
+        checkpoint.load(damaged)
+    # each command that loads a checkpoint says so in one line and writes nothing
+    shutil.copy(damaged, damaged.parent / "checkpoint_0000008.pt")
+    (tmp_path / "in.txt").write_text("5 6 7\n")
+    commands = {
+        "average": ["average", "--checkpoints", str(damaged.parent), "--last", "1", "--interval", "8",
+                    "--final-step", "8", "--out", str(tmp_path / "out")],
+        "translate": ["translate", "--model", str(damaged), "--input", str(tmp_path / "in.txt"), "--spm-src",
+                      str(tmp_path / "none.model"), "--spm-tgt", str(tmp_path / "none.model"), "--out",
+                      str(tmp_path / "out")],
+    }  # fmt: skip
+    for name, argv in commands.items():
+        assert cli.main(argv) == 2, name
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(damaged.parent) in err[0], (name, err)
+        assert "damaged" in err[0] or "not a readable checkpoint" in err[0], (name, err)
+        assert not (tmp_path / "out").exists()
+
+
+def test_a_resume_falls_back_past_a_damaged_checkpoint(trained, tmp_path):
+    folder = tmp_path / "run"
+    shutil.copytree(trained, folder)
+    (folder / "checkpoints" / "last.pt").unlink()
+    newest = folder / "checkpoints" / "checkpoint_0000008.pt"
+    flip(newest, record_offsets(newest)[-2])
+    messages = []
+    settings = toy.settings(steps=8, checkpoint_interval=2, keep_checkpoints=5)
+    assert run(toy.make_trainer(folder, settings, log=messages.append), False) == EXIT_DONE
+    assert any("checkpoint_0000008.pt: a damaged checkpoint" in m and "falling back" in m for m in messages)
+    assert any("resumed from step 6" in m for m in messages)
+
+
+@pytest.mark.parametrize(
+    "where", ["magic", "header", "header value", "src tokens", "src offsets", "tgt tokens", "tgt offsets"]
+)
+def test_a_flipped_bit_in_an_encoded_corpus_is_refused(tmp_path, where, capsys):
+    path = toy.corpus(tmp_path / "train.bin", n=50)
+    header = binary.read(path).header
+    arrays = header["arrays"]
+    offset = {
+        "magic": 2,
+        "header": 30,
+        "header value": path.read_bytes().index(b'"src_vocab": 24') + len(b'"src_vocab": '),  # 24 -> 34: valid JSON
+        "src tokens": arrays["src_tokens"]["offset"] + 7,
+        "src offsets": arrays["src_offsets"]["offset"] + 8 * 20,
+        "tgt tokens": arrays["tgt_tokens"]["offset"] + 31,
+        "tgt offsets": arrays["tgt_offsets"]["offset"] + 8 * 49,
+    }[where]
+    flip(path, offset, bit=0 if where == "header value" else 4)
+    with pytest.raises(binary.EncodedError, match=re.escape(str(path))):
+        binary.read(path)
+    (tmp_path / "settings.json").write_text(json.dumps(toy.settings()))
+    argv = ["train", "--settings", str(tmp_path / "settings.json"), "--train", str(path), "--checkpoints",
+            str(tmp_path / "c"), "--out", str(tmp_path / "last.pt")]  # fmt: skip
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(path) in err[0] and "rerun the encode step" in err[0], err
+
+
+# -- 3. shell-safe by construction ---------------------------------------------------------------------
+UNQUOTED = {"threads", "params.launch"}  # a number, and the launcher (a command line of its own)
+
+
+def shell_lines():
+    for smk in sorted((ROOT / "workflow/rules").glob("*.smk")):
+        for rule, block in re.findall(r"\nrule (\w+):\n(.*?)(?=\nrule |\Z)", smk.read_text(), flags=re.S):
+            shell = re.search(r"\n    shell:\n((?:        \".*\"\n?)+)", block)
+            if shell:
+                yield rule, "".join(re.findall(r'"(.*)"', shell.group(1)))
+
+
+@pytest.mark.parametrize(
+    "rule, line", list(shell_lines()), ids=lambda x: x if isinstance(x, str) and " " not in x else ""
+)
+def test_every_field_of_every_shell_line_is_quoted(rule, line):
+    fields = re.findall(r"(?<!\{)\{([^{}]+)\}(?!\})", line)
+    assert fields
+    bare = [f for f in fields if not f.endswith(":q") and f not in UNQUOTED and not f.startswith("resources.")]
+    assert bare == [], f"rule {rule}: quote {bare} ({{...:q}}): a path or name could run a command"
+
+
+NAMED = {
+    "experiments": lambda c, bad: c["experiments"].update({bad: c["experiments"]["base-en-de"]}),
+    "datasets": lambda c, bad: c["datasets"].update({bad: c["datasets"]["wmt14-en-de"]}),
+    "presets": lambda c, bad: c["presets"].update({bad: c["presets"]["base"]}),
+    "archives": lambda c, bad: c["archives"].update({bad: c["archives"]["dev"]}),
+    "datasets.wmt14-en-de.eval_sets": lambda c, bad: c["datasets"]["wmt14-en-de"]["eval_sets"].update(
+        {bad: c["datasets"]["wmt14-en-de"]["eval_sets"]["newstest2013"]}
+    ),
+}
+BAD_NAMES = ["x;touch$IFS$HOME/marker;x", "a b", "it's", "$(id)", "..", "a/../b", "-rf", "tab\there"]
+
+
+@pytest.mark.parametrize("kind", list(NAMED))
+@pytest.mark.parametrize("bad", BAD_NAMES)
+def test_a_name_that_is_not_a_plain_word_is_refused_naming_its_key(paper_config, kind, bad):
+    config = json.loads(json.dumps(paper_config))
+    NAMED[kind](config, bad)
+    with pytest.raises(cfg.ConfigError, match=re.escape(f"{kind}: {bad!r} is not allowed")):
+        cfg.validate(config)
+
+
+def test_an_experiment_name_runs_no_command(tmp_path):
+    """The regression test of the case found: an experiment named x;touch$IFS$HOME/marker;x ran
+    `touch`. It is refused before any job runs, naming the key."""
+    marker = tmp_path / "marker"
+    extra = tmp_path / "extra.yaml"
+    name = f"x;touch$IFS{tmp_path}/marker;x"
+    extra.write_text(
+        yaml.safe_dump({"experiments": {name: {"preset": "base", "dataset": "wmt14-en-de", "tables": [2]}}})
+    )
+    run_ = snakemake("results/tables/table2.md", "--cores", "1", "--configfile", str(extra), cwd=ROOT)
+    assert run_.returncode != 0 and "experiments: " in run_.stderr and "is not allowed" in run_.stderr
+    assert not marker.exists() and "Traceback" not in run_.stderr
+
+
+def test_a_results_folder_with_spaces_and_shell_characters_works(tmp_path):
+    """A results path with a space, a quote, `;`, `$` and `..` in it: the first jobs of the demo run
+    and write there, and nothing is written anywhere else."""
+    work = tmp_path / "work"
+    work.mkdir()
+    config = yaml.safe_load((ROOT / "profiles/demo/study.yaml").read_text())
+    config["results"] = "../work/my res'ults;$HOME x"
+    config["archives"]["demo-pair"]["generate"]["sizes"] = {"train": 300, "dev": 20, "test": 20}
+    for es in config["datasets"]["eng-zil"]["eval_sets"].values():
+        es["lines"] = 20
+    (work / "study.yaml").write_text(yaml.safe_dump(config))
+    target = "vocab"  # the vocabularies of every dataset: the demo's first jobs
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(work), "--cores", "2",
+           "--configfile", str(work / "study.yaml"), "--replace-workflow-config", target]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = work / "my res'ults;$HOME x"
+    assert (results / "data/eng-zil/spm.src.model").is_file() and (results / "downloads/demo-pair.tar.gz").is_file()
+    made = {p.name for p in work.iterdir()} - {".snakemake", "study.yaml"}
+    assert made == {"my res'ults;$HOME x"}, made  # no stray file outside the results folder
+    assert {p.name for p in tmp_path.iterdir()} == {"work"}
+
+
+# -- 4. runs never mix --------------------------------------------------------------------------------
+def test_average_leaves_out_a_checkpoint_of_another_run(trained, tmp_path):
+    folder = tmp_path / "checkpoints"
+    shutil.copytree(trained / "checkpoints", folder)
+    other = tmp_path / "other"
+    assert toy.train_in_process(other, toy.settings(steps=8, checkpoint_interval=2, keep_checkpoints=5, seed=9)) == 0
+    shutil.copy(other / "checkpoints" / "checkpoint_0000006.pt", folder / "checkpoint_0000006.pt")
+    messages = []
+    result = average_run(folder, 2, 2, 8, tmp_path / "avg.pt", log=messages.append)
+    assert result["averaged_steps"] == [4, 8]  # 6 is another run's: the next one of this run instead
+    assert any("checkpoint_0000006.pt is of another run (train.seed: 9 -> 1)" in m for m in messages)
+    with pytest.raises(UserError, match="1 of another run left out"):
+        average_run(folder, 4, 2, 8, tmp_path / "avg.pt", log=messages.append)
+
+
+def test_a_second_trainer_of_one_folder_is_refused(tmp_path):
+    settings = toy.settings(steps=4)
+    trainer = toy.make_trainer(tmp_path, settings)
+    with checkpoint.exclusive(tmp_path / "checkpoints"):  # an orphaned job still training
+        with pytest.raises(UserError, match=r"checkpoints is being trained by the process \d+ on "):
+            run(trainer, False)
+        (tmp_path / "experiment.json").write_text(json.dumps(settings))
+        argv = toy.train_command(tmp_path, settings)
+        done = subprocess.run([sys.executable, *argv], env=toy.env_for_subprocess(), capture_output=True, text=True)
+        assert done.returncode == 2 and done.stderr.strip().count("\n") == 0, done.stderr
+        assert "is being trained by the process" in done.stderr
+    assert run(toy.make_trainer(tmp_path, settings), False) == EXIT_DONE  # free again once it ends
+    fd = open(tmp_path / ".train.lock")
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released when the trainer finished
+    fd.close()
+
+
+def test_select_never_takes_a_candidate_without_a_finite_score(tmp_path):
+    def candidate(name, value):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"tokenized_bleu": {"score": value}}))
+        return {"name": name, "score": str(path)}
+
+    best, scored = choose([candidate("a", float("nan")), candidate("b", 3.0), candidate("c", float("nan"))])
+    assert best["name"] == "b" and math.isnan(scored[0]["value"])
+    with pytest.raises(UserError, match="no candidate has a finite dev score"):
+        choose([candidate("a", float("nan"))])
