@@ -108,9 +108,8 @@ def test_rebuilt_identical_vocabularies_throw_away_no_training(run_dag, tmp_path
            "--forcerun", "train_vocab", "encode", "train", "translate"]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
-    assert {p: p.read_bytes() for p in models} == models  # rebuilt, byte for byte the same
-    assert not list(results.glob("*/replaced-*")), "a finished run was set aside"
     assert all(p.stat().st_mtime_ns != t for p, t in written.items()), "not rebuilt: the test did not test"
+    assert not list(results.glob("*/replaced-*")), "a finished run was set aside"
     logs = sorted(results.glob("logs/train/*.log"))
     assert len(logs) == 8  # base, big, t3-A-h1, t3-D-ls0.0 and the parser's 4 candidates
     for log in logs:
@@ -118,6 +117,7 @@ def test_rebuilt_identical_vocabularies_throw_away_no_training(run_dag, tmp_path
         starts = [r["step"] for r in records if r.get("event") == "start"]
         assert starts == [0, 24], (log.stem, starts)  # trained once; the rerun resumed at its end
         assert "resumed from step 24" in log.read_text() and "training from scratch" not in log.read_text()
+    assert {p: p.read_bytes() for p in models} == models  # rebuilt, byte for byte the same
 
 
 def test_demo_generator_is_deterministic_and_splits_are_disjoint(tmp_path):
