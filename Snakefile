@@ -9,9 +9,10 @@ from aiayn.study.config import ConfigError, read_yaml
 
 min_version("9.0")
 
-try:  # Snakemake's own message for a YAML error names neither the line nor the column
-    if os.path.isfile("config.yaml"):
-        read_yaml("config.yaml")
+try:  # Snakemake's own reading names neither the line nor the column, and keeps a duplicated key's last value
+    _files = ["config.yaml"] if os.path.isfile("config.yaml") else []
+    for _file in _files + list(workflow.overwrite_configfiles or []):
+        read_yaml(_file)
 except ConfigError as exc:
     raise WorkflowError(f"config: {exc}") from None
 

@@ -21,7 +21,7 @@ from aiayn.data.download import download
 from aiayn.data.encode import encode_corpus
 from aiayn.errors import UserError
 
-CLEAN = {"min_len": 1, "max_len": 250, "max_ratio": 9.0}
+CLEAN = {"min_len": 1, "max_len": 250, "max_ratio": 9.0, "max_chars": 5000}
 
 
 def shared(*parts) -> Path:
@@ -182,19 +182,19 @@ def test_nel_inside_lines_keeps_alignment(tmp_path):
 
 
 def test_cleaning_counts(tmp_path):
-    en = ["ok one", "", "short", "a " * 300, "one two three four five six seven", "fine pair"]
-    de = ["gut eins", "leer", "", "b " * 300, "eins", "gutes paar"]
+    en = ["ok one", "", "short", "a " * 300, "one two three four five six seven", "fine pair", "x" * 6000]
+    de = ["gut eins", "leer", "", "b " * 300, "eins", "gutes paar", "ein wort"]
     archive = corpus_archive(tmp_path, en, de)
     out = tmp_path / "data"
     report = prepare_train(
         MEMBERS,
         {"nc": str(archive)},
-        {"min_len": 1, "max_len": 250, "max_ratio": 1.5},
+        {"min_len": 1, "max_len": 250, "max_ratio": 1.5, "max_chars": 5000},
         out / "train.src",
         out / "train.tgt",
         out / "r.json",
     )
-    assert report["removed"] == {"empty": 2, "too_short": 0, "too_long": 1, "ratio": 1}
+    assert report["removed"] == {"empty": 2, "too_short": 0, "too_long": 1, "ratio": 1, "too_many_chars": 1}
     assert list(read_lines(out / "train.src")) == ["ok one", "fine pair"]
     assert json.loads((out / "r.json").read_text())["kept"] == 2
 
@@ -372,3 +372,28 @@ def test_data_stages_of_the_dag_against_a_local_server(tmp_path):
         " ".join(x.split(" ")) for x in sgml_segments(shared("wmt14", "sgm", "newstest2014-fren-ref.fr.sgm.gz"))[:5]
     ]
     assert not list((tmp_path / "results/downloads").glob("*.part"))
+
+
+def test_a_byte_order_mark_is_not_text_in_any_file_we_read(tmp_path):
+    """An editor's UTF-8 BOM at the start of a reference made identical text score 99.66: every
+    reader (references, hypotheses, corpora, eval sets) leaves it out."""
+    from aiayn.evaluation.score import score_file
+
+    text = "ein Hund läuft im Park .\nzwei Katzen schlafen .\n"
+    (tmp_path / "ref.de").write_text("\ufeff" + text, encoding="utf-8")
+    (tmp_path / "hyp.de").write_text(text, encoding="utf-8")
+    assert list(read_lines(tmp_path / "ref.de"))[0] == "ein Hund läuft im Park ."
+    scoring = {"moses_lang": "de", "compound_split": True, "sacrebleu_tokenize": "13a"}
+    scores = score_file("translation", tmp_path / "hyp.de", tmp_path / "ref.de", tmp_path / "s.json", scoring=scoring,
+                        log=lambda m: None)  # fmt: skip
+    assert scores["tokenized_bleu"]["score"] == pytest.approx(100) and scores["sacrebleu"]["score"] == pytest.approx(
+        100
+    )
+
+
+def test_an_eval_set_of_no_lines_is_refused_where_it_is_prepared(tmp_path):
+    """Not four jobs later, at score."""
+    archive = make_tar(tmp_path / "dev.tgz", {"dev.en": b"", "dev.de": b""})
+    with pytest.raises(UserError, match="dev.en: no segments; dev must have some"):
+        prepare_eval({"src": "dev.en", "tgt": "dev.de"}, "dev", archive, tmp_path / "d.src", tmp_path / "d.tgt")
+    assert not (tmp_path / "d.src").exists()

@@ -81,15 +81,36 @@ def is_module(module: str) -> bool:
     return module.split(".")[0] == "aiayn" and module_path(module).exists()
 
 
+def optional_imports(tree: ast.Module) -> set[int]:
+    """The ids of the import statements under `try:` with an `except ImportError` (or
+    ModuleNotFoundError): the code goes on without the package, so no env file needs it."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and any(
+            h.type is not None and {n.id for n in ast.walk(h.type) if isinstance(n, ast.Name)} & {
+                "ImportError", "ModuleNotFoundError"}
+            for h in node.handlers
+        ):  # fmt: skip
+            found |= {
+                id(n) for stmt in node.body for n in ast.walk(stmt) if isinstance(n, (ast.Import, ast.ImportFrom))
+            }
+    return found
+
+
 def third_party_imports(module: str, seen: set[str] | None = None) -> set[str]:
-    """Top-level third-party imports of an aiayn module and of the aiayn modules it imports."""
+    """Third-party imports of an aiayn module (also inside functions; not the optional ones) and of
+    the aiayn modules it imports."""
     seen = set() if seen is None else seen
     if module in seen:
         return set()
     seen.add(module)
     path = module_path(module)
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    optional = optional_imports(tree)
+    for node in ast.walk(tree):
+        if id(node) in optional:
+            continue
         names = []
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import toy
 import yaml
-from conftest import ROOT, snakemake
+from conftest import ROOT, fresh_clone, snakemake
 
 from aiayn import cli
 from aiayn.data import binary, vocab
@@ -237,7 +237,10 @@ def test_an_experiment_name_runs_no_command(tmp_path):
     extra.write_text(
         yaml.safe_dump({"experiments": {name: {"preset": "base", "dataset": "wmt14-en-de", "tables": [2]}}})
     )
-    run_ = snakemake("results/tables/table2.md", "--cores", "1", "--configfile", str(extra), cwd=ROOT)
+    clone = tmp_path / "clone"  # were the name let through, its jobs would run there, not in the repository
+    clone.mkdir()
+    fresh_clone(clone)
+    run_ = snakemake("results/tables/table2.md", "--cores", "1", "--configfile", str(extra), cwd=clone)
     assert run_.returncode != 0 and "experiments: " in run_.stderr and "is not allowed" in run_.stderr
     assert not marker.exists() and "Traceback" not in run_.stderr
 

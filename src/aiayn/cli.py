@@ -1,17 +1,20 @@
 """`python -m aiayn <command>`: one thin entry point per pipeline stage.
 
-Each command parses its arguments and calls one library function. A mistake the user can make
-(bad config, missing file) ends with one line on stderr naming the file or key, and exit code 2.
+Each command parses its arguments and calls one library function. What the user can act on (a bad
+config, a missing or damaged file, a full disk or a read-only folder, too little memory, Ctrl-C)
+ends with one line on stderr naming the file or key and what to do (`aiayn.errors.explain`),
+and exit code 2 (130 for Ctrl-C); only a bug of ours shows a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from aiayn import __version__
-from aiayn.errors import UserError
+from aiayn.errors import EXIT_USER, explain
 
 # command -> module defining `add_arguments(parser)` and `run(args)`; imported only when called,
 # so a step's environment needs only the packages of its own command.
@@ -59,9 +62,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser(command if command in COMMANDS else None).parse_args(argv)
         result = importlib.import_module(args._module).run(args)
-    except (UserError, FileNotFoundError) as exc:
-        print(f"aiayn {command}: error: {exc}", file=sys.stderr)
-        return 2
     except ModuleNotFoundError as exc:
         if exc.name is None or exc.name.split(".")[0] == "aiayn":
             raise
@@ -70,5 +70,11 @@ def main(argv: list[str] | None = None) -> int:
             "environment lacks; install the project (pip install -e .) or use the rule's envs/ file",
             file=sys.stderr,
         )
-        return 2
+        return EXIT_USER
+    except (Exception, KeyboardInterrupt) as exc:
+        said = explain(exc, [a for a in argv if os.path.isfile(a)])
+        if said is None:  # a bug of ours: its traceback is what to report
+            raise
+        print(f"aiayn {command}: error: {said[0]}", file=sys.stderr)
+        return said[1]
     return int(result or 0)

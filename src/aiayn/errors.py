@@ -1,8 +1,66 @@
-"""The one base class of errors a user can cause and fix (bad config, missing or corrupt files).
+"""What a command says when it cannot go on: the one base class of errors a user can cause and fix
+(bad config, missing or corrupt files), and `explain`, the one boundary that turns every such
+error, every error of the file system (a full disk, a read-only folder, a permission), running out
+of memory, an input nested too deeply and Ctrl-C into one line and an exit code.
 
-`python -m aiayn` prints such an error as one line naming the file or key, and exits 2.
+`python -m aiayn` prints that line and exits 2 (130 for Ctrl-C); anything else is a bug of ours
+and keeps its traceback.
 """
+
+from __future__ import annotations
+
+import errno
+
+EXIT_USER = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
+
+# what to do about an error of the file system, by errno
+ADVICE = {
+    errno.ENOSPC: "no space left on its disk: free some (or point `results` at a larger disk) and run again",
+    errno.EDQUOT: "over the disk quota: free some and run again",
+    errno.EFBIG: "the file grew past the file system's largest: point `results` at another disk",
+    errno.EROFS: "on a read-only file system: choose a folder you can write (`results`, --out)",
+    errno.EACCES: "permission denied: make it readable and writable for you, or choose another path",
+    errno.EPERM: "operation not permitted: check its owner and permissions, or choose another path",
+    errno.EISDIR: "is a folder, where a file is meant: give the file's path",
+    errno.ENOTDIR: "a part of the path is a file, not a folder: check the path",
+    errno.EEXIST: "already exists and is in the way: move it aside",
+    errno.ENOTEMPTY: "is a folder that is not empty: move it aside",
+    errno.ENOENT: "not found: check the path",
+    errno.EMFILE: "too many open files: raise the limit (ulimit -n) and run again",
+    errno.ENFILE: "too many open files on this machine: run again when fewer are open",
+    errno.EIO: "an I/O error of the disk: check the disk (or the network file system) and run again",
+    errno.ENAMETOOLONG: "the name is too long for the file system: choose a shorter path",
+    errno.ELOOP: "too many symbolic links: check the path",
+}
+# errors of writing: a failed write names the file it was writing, where the system named none
+WRITING = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO}
 
 
 class UserError(Exception):
     """An error caused by input the user controls; its message says what to do."""
+
+
+def file_system_error(exc: OSError) -> str:
+    """One line for an error of the file system: the path, what happened, what to do."""
+    paths = [str(p) for p in (exc.filename, exc.filename2) if p is not None]
+    advice = ADVICE.get(exc.errno) if exc.errno is not None else None
+    what = advice or (exc.strerror or str(exc) or type(exc).__name__)
+    return f"{' -> '.join(paths)}: {what}" if paths else what
+
+
+def explain(exc: BaseException, inputs: list[str]) -> tuple[str, int] | None:
+    """(the one line, the exit code) for an error a user can act on, or None for a bug of ours.
+    `inputs`: the files the command was given, named when the error has no file of its own."""
+    given = ", ".join(inputs) or "its input"
+    if isinstance(exc, UserError):
+        return str(exc), EXIT_USER
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted (Ctrl-C); no output was left under its final name: run the command again", EXIT_INTERRUPTED
+    if isinstance(exc, OSError):
+        return file_system_error(exc), EXIT_USER
+    if isinstance(exc, MemoryError):
+        return f"out of memory on {given}: give the job more memory (mem_mb) or a smaller input", EXIT_USER
+    if isinstance(exc, RecursionError):
+        return f"{given}: nested too deeply to read (a malformed or adversarial tree?); check the file", EXIT_USER
+    return None

@@ -19,6 +19,7 @@ folders of `atomic_dir` are named and cleaned the same way.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -30,6 +31,8 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from aiayn.errors import WRITING
 
 STALE_AFTER_S = 3600  # a leftover of another host untouched this long is a dead writer's
 LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<host>[A-Za-z0-9_-]+)-(?P<pid>\d+)\.[^.]+\.tmp$")
@@ -136,9 +139,15 @@ def atomic_paths(*targets: str | os.PathLike) -> Iterator[list[Path]]:
     temps: list[Path] = []
     try:
         for final in finals:
-            final.parent.mkdir(parents=True, exist_ok=True)
-            remove_leftovers(final.parent, final.name)
-            fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.{_owner()}.", suffix=".tmp")
+            try:
+                final.parent.mkdir(parents=True, exist_ok=True)
+                if final.is_dir():  # found now, not after the work that was to fill it
+                    raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(final))
+                remove_leftovers(final.parent, final.name)
+                fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.{_owner()}.", suffix=".tmp")
+            except OSError as exc:  # name the output, not our temporary file
+                exc.filename, exc.filename2 = str(final), None
+                raise
             os.close(fd)
             temps.append(Path(tmp))
         yield temps
@@ -150,9 +159,10 @@ def atomic_paths(*targets: str | os.PathLike) -> Iterator[list[Path]]:
             os.replace(tmp, final)
         for folder in {final.parent for final in finals}:
             _fsync(folder)
-    except BaseException:
+    except BaseException as exc:
         for tmp in temps:
             tmp.unlink(missing_ok=True)
+        _name_the_target(exc, finals[0])
         raise
 
 
@@ -170,8 +180,79 @@ def scratch_dir(target: str | os.PathLike) -> Iterator[Path]:
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_leftovers(target.parent, target.name)
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{target.name}.{_owner()}.", suffix=".tmp") as tmp:
-        yield Path(tmp)
+    try:
+        with tempfile.TemporaryDirectory(
+            dir=target.parent, prefix=f".{target.name}.{_owner()}.", suffix=".tmp", ignore_cleanup_errors=True
+        ) as tmp:
+            yield Path(tmp)
+    except BaseException as exc:
+        _name_the_target(exc, target)
+        raise
+
+
+def writable(*targets: str | os.PathLike, folders: bool = False) -> None:
+    """Check now, before long work, that each target can be written where it goes (its folder made
+    if need be, a temporary file created there and removed): an OSError naming the target if not.
+    `folders`: the targets are folders written whole (`atomic_dir`), which may exist."""
+    for target in map(Path, targets):
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.is_dir() and not folders:
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(target))
+            fd, probe = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{_owner()}.", suffix=".tmp")
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            exc.filename, exc.filename2 = str(target), None
+            raise
+
+
+def write_failure(target: str | os.PathLike, original: BaseException, needed: int = 0) -> BaseException:
+    """Why a write toward `target` failed when the writer did not say (torch and sentencepiece name
+    no errno, numpy says "n requested and 0 written"): an OSError of the file system naming
+    `target` (less free space than the `needed` bytes, or a probe written beside it fails), else
+    `original`."""
+    target = Path(target)
+    try:
+        if shutil.disk_usage(target.parent).free < needed:
+            return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target))
+    except OSError as exc:
+        return OSError(exc.errno, exc.strerror, str(target))
+    probe = target.parent / f".{target.name}.{_owner()}.probe.tmp"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, b"\0" * (1 << 16))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        return OSError(exc.errno, exc.strerror or str(exc), str(target))
+    finally:
+        with contextlib.suppress(OSError):
+            probe.unlink()
+    return original
+
+
+def _name_the_target(exc: BaseException, target: Path) -> None:
+    """A write that failed for want of space (or on a read-only disk) raises an OSError that names
+    no file (a write to an open file): name the output it was writing."""
+    if isinstance(exc, OSError) and exc.filename is None and exc.errno in WRITING:
+        exc.filename = str(target)
+
+
+def ensure_space(path: str | os.PathLike, size: int) -> None:
+    """Reserve `size` bytes for the file `path` now (posix_fallocate), so that a full disk is an
+    OSError here rather than a SIGBUS later, when a memory map of it is written."""
+    with open(path, "r+b") as f:
+        try:
+            os.posix_fallocate(f.fileno(), 0, size)
+        except OSError as exc:
+            if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL):  # a file system without it: fill by writing
+                f.truncate(size)
+                return
+            exc.filename = str(path)
+            raise
 
 
 @contextlib.contextmanager

@@ -18,13 +18,15 @@ shell.prefix(
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 
-from aiayn.study.config import ConfigError, validate
+from aiayn.study.config import ConfigError, from_command_line, validate
 from aiayn.study.grid import Study, sources_line
 from aiayn.study.launch import LaunchError, launcher
 from aiayn.study.layout import mirrored
 
 try:
-    config.update(validate(config))
+    config.update(
+        validate(from_command_line(config, workflow.config_settings.config or {}))
+    )
     STUDY = Study(config)
 except ConfigError as exc:
     raise WorkflowError(f"config: {exc}") from None

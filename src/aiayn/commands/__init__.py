@@ -25,10 +25,19 @@ def load_json(text: str, option: str, *, expect: type = object):
     return value
 
 
-def settings(text: str, option: str, name: str | tuple[str, ...]) -> dict:
+def settings(text: str, option: str, name: str | tuple[str, ...], *, partial: bool = False) -> dict:
     """A JSON option holding settings of the schema's kind `name` (say --decode: "decode"), checked
-    against the schema and completed with its defaults, as config.yaml's are."""
-    return config.complete(name, load_json(text, option, expect=dict), option)
+    against the schema and completed with its defaults, as config.yaml's are (`partial`: a part of
+    such settings, the keys it requires may be left out)."""
+    return config.complete(name, load_json(text, option, expect=dict), option, partial=partial)
+
+
+def settings_list(text: str, option: str, name: str) -> list[dict]:
+    """A JSON option holding a list of settings of the schema's kind `name` (prepare's --corpora:
+    "member_pair"), each checked and completed as `settings` does."""
+    items = load_json(text, option, expect=list)
+    return [config.complete(name, item if isinstance(item, dict) else {"": item}, f"{option}[{i}]")
+            for i, item in enumerate(items)]  # fmt: skip
 
 
 def at_least(low: int):

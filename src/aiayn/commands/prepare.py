@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aiayn.commands import load_json, say, settings
+from aiayn.commands import load_json, say, settings, settings_list
 from aiayn.data.corpus import prepare_train
 
 
@@ -24,7 +24,7 @@ def add_arguments(parser):
 
 def run(args) -> int:
     prepare_train(
-        load_json(args.corpora, "--corpora"),
+        settings_list(args.corpora, "--corpora", "member_pair"),
         load_json(args.archives, "--archives"),
         settings(args.cleaning, "--cleaning", "cleaning"),
         args.src,

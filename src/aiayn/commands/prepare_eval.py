@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aiayn.commands import load_json, say
+from aiayn.commands import say, settings
 from aiayn.data.corpus import prepare_eval
 
 
@@ -17,6 +17,12 @@ def add_arguments(parser):
 
 def run(args) -> int:
     prepare_eval(
-        load_json(args.spec, "--spec"), args.name, args.archive or None, args.src, args.tgt, args.dataset, log=say
+        settings(args.spec, "--spec", "eval_set"),
+        args.name,
+        args.archive or None,
+        args.src,
+        args.tgt,
+        args.dataset,
+        log=say,
     )
     return 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aiayn.commands import load_json, say
+from aiayn.commands import say, settings
 from aiayn.parsing.treebank import write_split
 
 
@@ -19,7 +19,7 @@ def add_arguments(parser):
 
 def run(args) -> int:
     write_split(
-        load_json(args.dataset, "--dataset"),
+        settings(args.dataset, "--dataset", "dataset", partial=True),
         args.split,
         args.src,
         args.tgt,

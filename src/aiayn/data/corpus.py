@@ -15,6 +15,7 @@ from __future__ import annotations
 import gzip
 import html
 import io
+import lzma
 import os
 import re
 import tarfile
@@ -59,9 +60,11 @@ def extract_members(
                 if wanted(member.name) and checked is not None and checked.isfile():
                     tar.extract(checked, dest, filter="data")
                     found[member.name] = dest / checked.name
-    except (tarfile.TarError, EOFError, gzip.BadGzipFile, OSError) as exc:
+    except (tarfile.TarError, EOFError, gzip.BadGzipFile, zlib.error, lzma.LZMAError, OSError) as exc:
         if isinstance(exc, UserError):
             raise
+        if isinstance(exc, OSError) and not isinstance(exc, gzip.BadGzipFile) and exc.errno is not None:
+            raise  # the file system's (a full disk while extracting, a permission): not the archive's fault
         raise UserError(f"{archive}: not a readable archive ({exc}); delete it and download again") from None
     missing = [] if callable(names) else sorted(names - found.keys())
     if missing:
@@ -85,7 +88,8 @@ def _lines(f, label: str) -> Iterator[bytes]:
 
 
 def read_lines(path: str | os.PathLike, label: str | None = None) -> Iterator[str]:
-    """Lines of a (possibly gzipped) UTF-8 file, split on "\\n" only, without the line end."""
+    """Lines of a (possibly gzipped) UTF-8 file, split on "\\n" only, without the line end or a
+    leading byte-order mark."""
     label = label or str(path)
     with open_text(path) as f:
         for number, raw in enumerate(_lines(f, label), start=1):  # binary iteration splits on b"\n" only
@@ -93,6 +97,8 @@ def read_lines(path: str | os.PathLike, label: str | None = None) -> Iterator[st
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
                 raise UserError(f"{label}, line {number}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
+            if number == 1:
+                line = line.removeprefix("\ufeff")  # a byte-order mark is not text (an editor's, Windows')
             yield line.rstrip("\n").rstrip("\r")
 
 
@@ -141,8 +147,11 @@ def aligned(src: Path, tgt: Path, src_label: str, tgt_label: str) -> Iterator[tu
 
 
 # -- cleaning ---------------------------------------------------------------------------------------
-def keep_reason(src: str, tgt: str, *, min_len: int, max_len: int, max_ratio: float) -> str | None:
-    """Why a pair is dropped (None: kept), as clean-corpus-n.perl decides, on whitespace tokens."""
+def keep_reason(src: str, tgt: str, *, min_len: int, max_len: int, max_ratio: float, max_chars: int) -> str | None:
+    """Why a pair is dropped (None: kept), as clean-corpus-n.perl decides, on whitespace tokens, and
+    by characters per side (which the word counts let through in a degenerate 'word')."""
+    if len(src) > max_chars or len(tgt) > max_chars:
+        return "too_many_chars"
     ls, lt = len(src.split()), len(tgt.split())
     if ls == 0 or lt == 0:
         return "empty"
@@ -184,7 +193,7 @@ def prepare_train(
     report = {
         "corpora": [],
         "kept": 0,
-        "removed": {"empty": 0, "too_short": 0, "too_long": 0, "ratio": 0},
+        "removed": {"empty": 0, "too_short": 0, "too_long": 0, "ratio": 0, "too_many_chars": 0},
         "separators_replaced": 0,
     }
     with (
@@ -245,6 +254,8 @@ def prepare_eval(
         else:
             files, labels = local_pair(spec), (spec["src"], spec["tgt"])
         pairs = list(aligned(files[spec["src"]], files[spec["tgt"]], *labels))
+    if not pairs:
+        raise UserError(f"{labels[0]}: no segments; {name} must have some ({key}: check its src, tgt and archive)")
     if spec.get("lines") and len(pairs) != spec["lines"]:
         raise UserError(
             f"{labels[0]} has {len(pairs)} segments, {name} is expected to have {spec['lines']}: "

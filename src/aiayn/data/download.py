@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from aiayn.errors import UserError
+from aiayn.errors import WRITING, UserError
 from aiayn.io import file_sha256
 
 BLOCK = 1 << 20
@@ -26,8 +26,10 @@ class Incomplete(IOError):
     """The server sent fewer bytes than it announced."""
 
 
-def fetch(url: str, part: Path, timeout: float) -> None:
-    """Append the rest of `url` to `part` (all of it if the server ignores the range)."""
+def fetch(url: str, part: Path, timeout: float, size: int | None = None, on_block=None) -> None:
+    """Append the rest of `url` to `part` (all of it if the server ignores the range), never past
+    `size` bytes in all: a server that sends more is refused (and the file removed) as it sends.
+    (`on_block`: called after each block written, for tests.)"""
     have = part.stat().st_size if part.exists() else 0
     request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
     try:
@@ -40,11 +42,25 @@ def fetch(url: str, part: Path, timeout: float) -> None:
         status = getattr(response, "status", 200)
         resumed = have and status == 206
         expected = response.headers.get("Content-Length")
-        got = 0
+        got, start = 0, have if resumed else 0
         with open(part, "ab" if resumed else "wb") as f:
             for block in iter(lambda: response.read(BLOCK), b""):
-                f.write(block)
+                if size is not None and start + got + len(block) > size:
+                    f.close()
+                    part.unlink(missing_ok=True)
+                    raise UserError(
+                        f"{url}: the server sends more than the {size:,} bytes config.yaml expects; the download "
+                        "was removed (a changed file, or the wrong mirror)"
+                    )
+                try:
+                    f.write(block)
+                except OSError as exc:
+                    exc.filename = exc.filename or str(part)
+                    raise
                 got += len(block)
+                if on_block:
+                    f.flush()
+                    on_block()
         if expected is not None and got < int(expected):
             raise Incomplete(f"got {got} of {expected} bytes")
 
@@ -71,16 +87,23 @@ def download(
         source = urllib.request.url2pathname(url[len("file://") :]) if url.startswith("file://") else url
         if not Path(source).is_file():
             raise UserError(f"{source}: not found (from the mirror setting); check `mirror` in config.yaml")
+        if size is not None and Path(source).stat().st_size != size:
+            raise UserError(
+                f"{url}: {Path(source).stat().st_size:,} bytes, config.yaml expects {size:,}; nothing was copied "
+                "(a changed file, or the wrong mirror)"
+            )
         shutil.copyfile(source, part)
     else:
         for attempt in range(1, retries + 2):
             try:
-                fetch(url, part, timeout)
+                fetch(url, part, timeout, size)
                 have = part.stat().st_size if part.exists() else 0
                 if size is not None and have < size:
                     raise Incomplete(f"the connection closed after {have:,} of {size:,} bytes")
                 break
             except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+                if isinstance(exc, OSError) and exc.errno in WRITING:
+                    raise  # the disk's fault (a full disk): retrying would fail the same way
                 if isinstance(exc, urllib.error.HTTPError) and exc.code in (403, 404, 410):
                     raise UserError(
                         f"{url}: HTTP {exc.code} {exc.reason}; check the URL (or `mirror`) in config.yaml"

@@ -7,6 +7,7 @@ chunks whatever the corpus size (EN-FR: 36M pairs).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from itertools import zip_longest
 from pathlib import Path
@@ -15,7 +16,7 @@ import numpy as np
 
 from aiayn.data import binary, vocab
 from aiayn.errors import UserError
-from aiayn.io import scratch_dir
+from aiayn.io import ensure_space, scratch_dir, writable, write_failure
 
 
 def read_pairs(src: str, tgt: str, chunk: int):
@@ -48,6 +49,7 @@ def encode_corpus(
     src: str, tgt: str, spm_src: str, spm_tgt: str, out: str, *, threads: int = 1, chunk: int = 100_000, log=print
 ) -> dict:
     """Encode aligned files `src`/`tgt` into `out`; return the header's statistics."""
+    writable(out)
     sp = {"src": vocab.load(spm_src), "tgt": vocab.load(spm_tgt)}
     sizes = {side: p.GetPieceSize() for side, p in sp.items()}
     dtype = binary.token_dtype(max(sizes.values()))
@@ -68,14 +70,20 @@ def encode_corpus(
                     longest[side] = max(longest[side], int(lengths.max()))
                     tokens[side] += int(lengths.sum())
                 pairs += len(lines_s)
+        except OSError as exc:  # numpy's "n requested and 0 written": the disk, said as such
+            raise (write_failure(out, exc) if exc.errno is None else exc) from None
         finally:
             for f in raw.values():
-                f.close()
+                with contextlib.suppress(OSError):  # a full disk: the write above said so
+                    f.close()
         if pairs == 0:
             raise UserError(f"{src}: no lines to encode")
         arrays = {}
         for side in ("src", "tgt"):
-            offsets = np.memmap(os.path.join(tmp, f"{side}_off"), dtype=np.int64, mode="w+", shape=(pairs + 1,))
+            off_path = os.path.join(tmp, f"{side}_off")
+            open(off_path, "wb").close()
+            ensure_space(off_path, (pairs + 1) * 8)  # a full disk is an error now, not a SIGBUS in the map
+            offsets = np.memmap(off_path, dtype=np.int64, mode="r+", shape=(pairs + 1,))
             lengths = np.memmap(os.path.join(tmp, f"{side}_len"), dtype=np.int64, mode="r", shape=(pairs,))
             offsets[0], carry = 0, 0
             for i in range(0, pairs, binary.CHUNK):

@@ -19,7 +19,7 @@ import sentencepiece as spm
 from aiayn.data.binary import BOS, EOS, PAD, UNK
 from aiayn.data.corpus import read_lines
 from aiayn.errors import UserError
-from aiayn.io import atomic_copy, atomic_paths, atomic_write_text, file_sha256, scratch_dir
+from aiayn.io import atomic_copy, atomic_paths, atomic_write_text, file_sha256, scratch_dir, write_failure
 
 SIDES = {"src": "source", "tgt": "target"}
 
@@ -197,7 +197,12 @@ def train(
                 minloglevel=2,  # errors only: a vocabulary smaller than asked is reported by describe()
             )
         except RuntimeError as exc:
-            raise UserError(f"sentencepiece could not train on {', '.join(map(str, inputs))}: {exc}") from None
+            failed = UserError(f"sentencepiece could not train on {', '.join(map(str, inputs))}: {exc}")
+            raise write_failure(out, failed) from None
+        try:  # sentencepiece says nothing of a write that failed (a full disk): read back what it wrote
+            spm.SentencePieceProcessor(model_file=f"{prefix}.model")
+        except (OSError, RuntimeError):
+            raise write_failure(out, UserError(f"{out}: sentencepiece wrote no readable model")) from None
         # written without the scratch prefix, input paths and threads: the same pieces, the same bytes
         model.write_bytes(canonical(Path(f"{prefix}.model").read_bytes()))
         os.replace(f"{prefix}.vocab", pieces)

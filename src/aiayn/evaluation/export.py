@@ -30,7 +30,7 @@ import torch
 from aiayn.data import vocab
 from aiayn.data.binary import BOS, EOS, PAD
 from aiayn.errors import UserError
-from aiayn.io import atomic_dir, file_sha256
+from aiayn.io import atomic_dir, file_sha256, writable
 from aiayn.model.hparams import ModelConfig
 from aiayn.model.transformer import sinusoidal_positions
 from aiayn.training import checkpoint as ckpt
@@ -313,6 +313,7 @@ def model_card(info: dict, decode: dict) -> str:
 def export_model(model, spm_src, spm_tgt, out, *, decode: dict, card: dict, ctranslate2=None, log=print) -> Path:
     """`export` with the model card of `card` (`model_card`'s info), and with `ctranslate2` also
     `to_ctranslate2` into that folder. Needs the `export` extra (transformers, ctranslate2)."""
+    writable(out, *([ctranslate2] if ctranslate2 else []), folders=True)
     try:
         folder = export(model, spm_src, spm_tgt, out, decode=decode, card=model_card(card, decode))
         log(f"exported {model} -> {folder} (transformers MarianMTModel)")

@@ -15,7 +15,7 @@ from aiayn.data import vocab
 from aiayn.data.binary import BOS, EOS, PAD
 from aiayn.data.corpus import read_lines
 from aiayn.errors import UserError
-from aiayn.io import atomic_paths
+from aiayn.io import atomic_paths, writable
 from aiayn.model.beam import Hypothesis, beam_search
 from aiayn.model.beam_state import BeamState
 from aiayn.model.transformer import Transformer
@@ -166,6 +166,8 @@ def translate_file(
     """Decode `input_path` with the checkpoint `model_path` (`decode`: complete decoding settings)
     into `out`, one line per line; with `nbest` > 1 also `out`.nbest (index, score, log-probability,
     text per hypothesis). Both are written together once every sentence is decoded."""
+    targets = [Path(out)] + ([Path(f"{out}.nbest")] if nbest > 1 else [])
+    writable(*targets)  # before the decoding, not after it
     dev = choose_device(device)
     state = ckpt.load(model_path)
     check_vocabularies(state, model_path, {"src": spm_src, "tgt": spm_tgt})
@@ -184,7 +186,6 @@ def translate_file(
         precision=precision,
         progress=progress_lines(len(src), log),
     )
-    targets = [Path(out)] + ([Path(f"{out}.nbest")] if nbest > 1 else [])
     with atomic_paths(*targets) as temps:
         temps[0].write_text("".join(vocab.to_text(sp_tgt, h[0].tokens if h else []) + "\n" for h in hyps), "utf-8")
         if nbest > 1:

@@ -36,7 +36,7 @@ import torch
 import torch.nn as nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from aiayn.io import atomic_paths
+from aiayn.io import atomic_paths, writable
 from aiayn.report.figures import pyplot, save
 from aiayn.report.format import footer, to_csv, to_markdown
 
@@ -337,6 +337,7 @@ def figure(result: Result, path) -> None:
 def write(settings: dict, *, out_md, out_csv, figure_path, threads: int = 0, log=print) -> Result:
     """Measure Table 1 with `settings` (the complete `table1:` settings) on `threads` torch threads
     (0: torch's default) and write it as Markdown and CSV, and its figure."""
+    writable(out_md, out_csv, figure_path)  # before minutes of measuring
     if threads:
         torch.set_num_threads(threads)
     ns = sorted(settings["n"])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 from importlib import resources
 from pathlib import Path
 
@@ -76,9 +77,23 @@ def definition(*names: str) -> dict:
     return merged
 
 
+FORMATS = jsonschema.FormatChecker(formats=())
+
+
+@FORMATS.checks("moses-lang")
+def _moses_lang(value) -> bool:
+    """A language the Moses tokenizer has rules for (its nonbreaking prefixes); an unknown one would
+    be tokenized by no language's rules, silently."""
+    try:
+        from sacremoses.corpus import NonbreakingPrefixes
+    except ImportError:  # an environment that scores nothing
+        return True
+    return not isinstance(value, str) or value in NonbreakingPrefixes().available_langs.values()
+
+
 def _validator(schema_: dict):
-    """A validator of `schema_` that fills in `default` values while validating and whose integers
-    are whole numbers written as such (2.0 is no beam size).
+    """A validator of `schema_` that fills in `default` values while validating, whose integers are
+    whole numbers written as such (2.0 is no beam size) and whose numbers are finite.
 
     Not `snakemake.utils.validate(..., set_default=True)`: `tables --config` and `params` load the
     config outside Snakemake, in environments without it (envs/report.yaml)."""
@@ -92,9 +107,15 @@ def _validator(schema_: dict):
                     instance[key] = copy.deepcopy(sub["default"])
         yield from validate_properties(validator, properties, instance, schema_)
 
-    integers = base.TYPE_CHECKER.redefine("integer", lambda _, x: isinstance(x, int) and not isinstance(x, bool))
-    cls = jsonschema.validators.extend(base, {"properties": set_defaults}, type_checker=integers)
-    return cls(schema_)
+    types = base.TYPE_CHECKER.redefine_many(
+        {
+            "integer": lambda _, x: isinstance(x, int) and not isinstance(x, bool),
+            # NaN and infinities (JSON's NaN, YAML's .nan / .inf) are no settings
+            "number": lambda _, x: isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x),
+        }
+    )
+    cls = jsonschema.validators.extend(base, {"properties": set_defaults}, type_checker=types)
+    return cls(schema_, format_checker=FORMATS)
 
 
 def _problems(schema_: dict, instance) -> list[str]:
@@ -107,7 +128,9 @@ def _problems(schema_: dict, instance) -> list[str]:
             known = e.schema.get("properties", {})
             for key in [k for k in e.instance if k not in known]:
                 found.append(f"{where + ': ' if where else ''}unknown key {key!r}; known: {', '.join(known)}")
-        elif e.validator == "pattern" and e.schema.get("description"):  # say the rule, not the regex
+        elif e.validator == "type" and isinstance(e.instance, float) and not math.isfinite(e.instance):
+            found.append(f"{where or '<top level>'}: {e.instance} is not a finite number")
+        elif e.validator in ("pattern", "format") and e.schema.get("description"):  # the rule, not the regex
             found.append(f"{where or '<top level>'}: {e.instance!r} is not allowed: {e.schema['description']}")
         else:
             found.append(f"{where or '<top level>'}: {e.message}")
@@ -119,12 +142,16 @@ def _one_line(problems: list[str], limit: int = 10) -> str:
     return "; ".join(problems[:limit]) + more
 
 
-def complete(names: str | tuple[str, ...], given: dict, where: str) -> dict:
+def complete(names: str | tuple[str, ...], given: dict, where: str, *, partial: bool = False) -> dict:
     """`given` checked against the schema's settings `names` (one kind, or several as one) and
-    completed with their defaults: how a command's JSON settings get theirs. A mistake raises
-    ConfigError naming `where` (the option) and the key."""
+    completed with their defaults: how a command's JSON settings get theirs (`partial`: the keys
+    the kind requires may be left out). A mistake raises ConfigError naming `where` (the option)
+    and the key."""
     settings = copy.deepcopy(given)
-    problems = _problems(definition(*([names] if isinstance(names, str) else names)), settings)
+    schema_ = definition(*([names] if isinstance(names, str) else names))
+    if partial:
+        schema_.pop("required", None)
+    problems = _problems(schema_, settings)
     if problems:
         raise ConfigError(f"{where}: {_one_line(problems)}")
     return settings
@@ -133,6 +160,35 @@ def complete(names: str | tuple[str, ...], given: dict, where: str) -> dict:
 def defaults(name: str) -> dict:
     """The schema's defaults of the settings `name` (e.g. "decode": beam 4, alpha 0.6, ...)."""
     return complete(name, {}, name)
+
+
+def from_command_line(config: dict, given: dict) -> dict:
+    """`config` with the values that `--config` gave (`given`: Snakemake's --config dict) read as
+    YAML where the schema wants no string: Snakemake passes `--config training='{steps: 5}'` or
+    `baselines=true` as strings, which the schema would refuse as "'5' is not of type 'integer'"."""
+    config = copy.deepcopy(config)
+    errors = _validator(_schema()).iter_errors(copy.deepcopy(config))
+    for e in errors:
+        path = list(e.absolute_path)
+        if e.validator != "type" or not isinstance(e.instance, str) or not _has(given, path):
+            continue
+        try:
+            value = yaml.safe_load(e.instance)
+        except yaml.YAMLError:
+            continue
+        node = config
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+    return config
+
+
+def _has(tree, path: list) -> bool:
+    for key in path:
+        if not isinstance(tree, (dict, list)) or (isinstance(tree, dict) and key not in tree):
+            return False
+        tree = tree[key]
+    return True
 
 
 def validate(config: dict) -> dict:
@@ -145,11 +201,27 @@ def validate(config: dict) -> dict:
     return config
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """YAML's safe loader that refuses a key given twice in one mapping (yaml keeps the last one
+    silently: a second `experiments.base` would replace the first without a word)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} is given twice (first at line {seen[key] + 1})", key_node.start_mark
+                )
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep)
+
+
 def read_yaml(path: str | Path):
-    """A YAML file's content; a syntax error names the file, line and column."""
+    """A YAML file's content; a syntax error or a key given twice names the file, line and column."""
     path = Path(path)
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=_StrictLoader)
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except yaml.YAMLError as exc:

@@ -14,9 +14,14 @@ from pathlib import Path
 
 from aiayn.errors import UserError
 from aiayn.io import write_json
+from aiayn.study import config
 
 # key -> the type its value has
 KEYS = {"name": str, "preset": str, "dataset": str, "task": str, "model": dict, "train": dict, "vocab": dict}
+
+
+# the parts checked against the schema's definition of that name (and completed with its defaults)
+CHECKED = {"model": "model", "train": "train", "vocab": "vocab"}
 
 
 def missing(settings: dict) -> list[str]:
@@ -24,12 +29,18 @@ def missing(settings: dict) -> list[str]:
     return [k for k, kind in KEYS.items() if not isinstance(settings.get(k), kind)]
 
 
+def checked(settings: dict, where: str) -> dict:
+    """`settings` with its model, train and vocab parts checked against the schema as config.yaml's
+    are (a value out of range or of the wrong type raises ConfigError naming `where` and the key)."""
+    return {**settings, **{k: config.complete(name, settings[k], f"{where}: {k}") for k, name in CHECKED.items()}}
+
+
 def write(settings: dict, out: str | os.PathLike, *, where: str = "--settings") -> None:
     """Write one experiment's settings (as `Study.training_settings` gives them)."""
     lacking = missing(settings)
     if lacking:
         raise UserError(f"{where} lacks {', '.join(lacking)}")
-    write_json(out, settings)
+    write_json(out, checked(settings, where))
 
 
 def read(path: str | os.PathLike) -> dict:
@@ -49,4 +60,4 @@ def read(path: str | os.PathLike) -> dict:
             f"{path}: the settings lack {', '.join(lacking)}; write them with `python -m aiayn resolve` "
             "(the resolve_experiment rule)"
         )
-    return settings
+    return checked(settings, str(path))

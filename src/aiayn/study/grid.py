@@ -72,10 +72,16 @@ class Study:
             raise ConfigError(
                 f"{where}: a selected experiment decodes its best candidate's final checkpoint; set average: 1"
             )
-        out = []
+        out, names = [], {}
         for values in itertools.product(*tune.values()):
             setting = dict(zip(tune, values))
             name = exp["name"] + ".tune-" + "-".join(f"{k}{v:g}" for k, v in setting.items())
+            if name in names:  # two values print alike (0.3 and 0.3, or 0.3 and 0.30000001): one candidate
+                raise ConfigError(
+                    f"{where}: the combinations {names[name]} and {setting} are both candidate {name}; "
+                    "give each tuned setting distinct values"
+                )
+            names[name] = setting
             model = {**exp["model"], **{k: v for k, v in setting.items() if k in exp["model"]}}
             train = {**exp["train"], **{k: v for k, v in setting.items() if k in exp["train"]}}
             out.append(
@@ -141,6 +147,12 @@ class Study:
             raise ConfigError(
                 f"{where}: averages {average} checkpoints but keeps only {train['keep_checkpoints']} "
                 "(training.keep_checkpoints); keep at least as many as are averaged"
+            )
+        on_grid = -(-train["steps"] // train["checkpoint_interval"])  # every interval, and the final step
+        if average > on_grid:
+            raise ConfigError(
+                f"{where}.train.checkpoint_interval: {train['steps']:,} updates every {train['checkpoint_interval']:,} "
+                f"make {on_grid} checkpoint(s), {average} are averaged; lower checkpoint_interval (or average)"
             )
         vocab = dataset["vocab"]
         try:  # every rule of the model's shape, checked where the mistake can name its key

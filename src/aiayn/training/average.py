@@ -16,7 +16,7 @@ import torch
 
 from aiayn.data import vocab
 from aiayn.errors import UserError
-from aiayn.io import write_json
+from aiayn.io import writable, write_json
 from aiayn.study.layout import Layout
 from aiayn.training import checkpoint as ckpt
 from aiayn.training import resume
@@ -89,6 +89,7 @@ def average_run(folder, k: int, interval: int, final: int, out, record=None, log
     """Average the k newest grid checkpoints of the run in `folder` into `out` (the run: that of its
     final model, else of its newest grid checkpoint); with `record`, also write which steps were
     averaged (JSON, what the tables read). Returns the averaged model."""
+    writable(out, *([record] if record else []))  # before reading GBs of checkpoints
     reference = Path(Layout.final_in(folder))
     if not reference.is_file():
         grid = [path for step, path in ckpt.list_checkpoints(folder) if ckpt.on_grid(step, interval, final)]

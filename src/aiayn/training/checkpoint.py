@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from aiayn.errors import UserError
-from aiayn.io import atomic_path
+from aiayn.io import atomic_path, write_failure
 from aiayn.model.hparams import ModelConfig
 from aiayn.model.transformer import Transformer, build
 from aiayn.study.layout import Layout
@@ -37,8 +37,25 @@ class CheckpointError(UserError, ValueError):
 
 
 def save(payload: dict, path: str | os.PathLike) -> None:
+    """Write a checkpoint atomically. torch reports a failed write (a full disk) as a RuntimeError
+    naming no file: it is raised as the OSError it is, naming the checkpoint."""
     with atomic_path(path) as tmp:
-        torch.save(payload, tmp)
+        try:
+            torch.save(payload, tmp)
+        except RuntimeError as exc:
+            tmp.write_bytes(b"")  # what was written of it is no longer counted against the disk
+            raise write_failure(path, exc, needed=_tensor_bytes(payload)) from None
+
+
+def _tensor_bytes(obj) -> int:
+    """The bytes of the tensors in a (nested) checkpoint payload: what writing it needs."""
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(_tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in obj)
+    return 0
 
 
 class CheckpointReadError(UserError, OSError):
@@ -166,8 +183,12 @@ def exclusive(folder: str | os.PathLike):
                 f"{folder} is being trained by {holder}; stop that job (scancel or kill it) or let it finish, "
                 "then run again"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"the process {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"the process {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        except OSError as exc:
+            exc.filename = str(lock)
+            raise
         yield
     finally:
         os.close(fd)

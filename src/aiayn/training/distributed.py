@@ -105,17 +105,21 @@ def slurm_end_time(job: str) -> float | None:
 
 
 class StopFlag:
-    """Set by SIGTERM / SIGUSR1 (what Slurm sends at a preemption), or by the job's `deadline`."""
+    """Set by SIGTERM / SIGUSR1 (what Slurm sends at a preemption), SIGINT (Ctrl-C: the run stops
+    as it would for SIGTERM, with a checkpoint; a second Ctrl-C stops at once), or by the job's
+    `deadline`."""
 
     def __init__(self, deadline: Deadline | None = None):
         self.signal: int | None = None
         self.deadline = deadline
 
     def install(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGUSR1):
+        for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT):
             signal.signal(sig, self._handle)
 
     def _handle(self, signum, frame) -> None:
+        if signum == signal.SIGINT and self.signal == signal.SIGINT:
+            raise KeyboardInterrupt  # asked twice: no checkpoint
         self.signal = signum
 
     def __bool__(self) -> bool:

@@ -56,6 +56,9 @@ def append(path: str | os.PathLike, record: dict) -> None:
                 if f.read(1) != b"\n":
                     _cut_torn_line(path, fd, size)
         os.write(fd, line)
+    except OSError as exc:  # a full disk: name the file (a write to a descriptor names none)
+        exc.filename = exc.filename or str(path)
+        raise
     finally:
         os.close(fd)
 

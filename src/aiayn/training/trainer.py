@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from aiayn.data import binary, vocab
 from aiayn.data.binary import PAD, Corpus
 from aiayn.errors import UserError
-from aiayn.io import atomic_copy, remove_leftovers
+from aiayn.io import atomic_copy, remove_leftovers, writable
 from aiayn.model.hparams import ModelConfig
 from aiayn.model.transformer import build, count_parameters
 from aiayn.study import experiment
@@ -88,6 +88,7 @@ class Trainer:
             tgt_vocab=meta["tgt_vocab"],
             shared_vocab=settings["vocab"]["shared"],
         )
+        check_positions(self.model_cfg, train, settings["name"])
         torch.manual_seed(self.tr["seed"])
         self.model = build(self.model_cfg, env.device)
         self.params = count_parameters(self.model)
@@ -410,6 +411,18 @@ def checkpoint_and_evaluate(trainer: Trainer) -> None:
         torch.distributed.barrier()
 
 
+def check_positions(cfg: ModelConfig, train: Corpus, name: str) -> None:
+    """Learned positions end at max_positions: the longest training pair (EOS / BOS included) must
+    fit, or its first update fails deep in the model."""
+    meta = train.header["meta"]
+    longest = max(meta.get("longest_src", 0), meta.get("longest_tgt", 0)) + 1
+    if cfg.positional == "learned" and longest > cfg.max_positions:
+        raise UserError(
+            f"experiments.{name}.model.max_positions: {cfg.max_positions} learned positions, but {train.path} holds "
+            f"a pair of {longest} (EOS or BOS included); raise max_positions or lower cleaning.max_len"
+        )
+
+
 # -- one job of the train rule -----------------------------------------------------------------------
 def check_vocabularies(train: Corpus, dev: Corpus | None, spm: dict) -> None:
     """The sentencepiece models `spm` ({"src", "tgt"}: paths, or None) must be those the training
@@ -445,6 +458,7 @@ def train_job(
     its encoded training and dev data, checked against its sentencepiece models; step checkpoints
     in `checkpoints`, the final model `out`, metrics beside the checkpoints unless `metrics_path`.
     In a Slurm job it stops `stop_margin` seconds before the job's time limit. Returns the exit code."""
+    writable(out)  # before hours of training
     settings = experiment.read(settings_path)
     train = binary.read(train_path)
     dev = binary.read(dev_path) if dev_path else None

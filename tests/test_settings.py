@@ -1,0 +1,189 @@
+"""Every setting is checked by the one schema wherever it enters: config.yaml, and the JSON options
+of every command, and experiment.json. The wrong values are generated from the schema itself
+(for every key: a wrong type, each bound crossed, NaN, a value outside its enum or pattern) and
+each is given to the command that reads it: exit 2, one line naming the option and the key."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+
+import pytest
+import toy
+import yaml
+from conftest import ROOT
+from working import argv, prepare_world
+from world import build_world
+
+from aiayn import cli
+from aiayn.study import config as cfg
+
+# command, option, the schema's settings it holds (kinds), the option's value before the change
+OPTIONS = [
+    ("translate", "--decode", ("decode",)),
+    ("export", "--decode", ("decode",)),
+    ("vocab", "--vocab", ("vocab",)),
+    ("vocab-info", "--vocab", ("vocab",)),
+    ("prepare", "--cleaning", ("cleaning",)),
+    ("score", "--scoring", ("scoring", "pair_scoring")),
+    ("generate", "--spec", ("generate",)),
+    ("table1", "--settings", ("table1",)),
+    ("prepare-eval", "--spec", ("eval_set",)),
+    ("prepare-treebank", "--dataset", ("dataset",)),
+]
+EXPERIMENT_PARTS = {"model": "model", "train": "train", "vocab": "vocab"}  # experiment.json (resolve, train)
+
+
+def wrong_values(prop: dict) -> list[tuple[str, object]]:
+    """(what is wrong, a value) for one property of the schema: every way its definition says no."""
+    types = prop.get("type", [])
+    types = [types] if isinstance(types, str) else types
+    out = [("a wrong type", 12345 if "string" in types else "twelve")]
+    numeric = {"integer", "number"} & set(types)
+    if numeric:
+        step = 1 if "integer" in types else 0.5
+        if "minimum" in prop:
+            out.append(("below its minimum", prop["minimum"] - step))
+        if "exclusiveMinimum" in prop:
+            out.append(("at its exclusive minimum", prop["exclusiveMinimum"]))
+        if "maximum" in prop:
+            out.append(("above its maximum", prop["maximum"] + step))
+        if "exclusiveMaximum" in prop:
+            out.append(("at its exclusive maximum", prop["exclusiveMaximum"]))
+        if "number" in types:
+            out += [("NaN", math.nan), ("infinite", math.inf)]
+        if types == ["integer"] or types == ["integer", "null"]:
+            out.append(("a whole number written as a float", 2.0))
+    if "enum" in prop:
+        out.append(("outside its enum", "none-of-these"))
+    if "pattern" in prop:
+        out.append(("against its pattern", "a b;c$"))
+    if "format" in prop:
+        out.append(("against its format", "zz"))
+    if prop.get("type") == "array" and "items" in prop:
+        out += [(f"an item {what}", [value]) for what, value in wrong_values(prop["items"])[:1]]
+    return out
+
+
+def cases():
+    for command, option, kinds in OPTIONS:
+        props = cfg.definition(*kinds)["properties"]
+        yield command, option, kinds, "an unknown key", "no_such_key", 1
+        for key, prop in props.items():
+            if "$ref" in prop or prop.get("type") == "object":
+                continue  # a nested kind: its own definition is tested where it is an option
+            for what, value in wrong_values(prop):
+                yield command, option, kinds, what, key, value
+
+
+CASES = list(cases())
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    return prepare_world(build_world(tmp_path_factory.mktemp("world")))
+
+
+def test_every_json_option_of_every_command_is_here():
+    """A command option that takes settings (the helpers of aiayn.commands) is listed above."""
+    import re
+
+    found = set()
+    for path in (ROOT / "src/aiayn/commands").glob("*.py"):
+        for option in re.findall(r'settings\(args\.\w+, "(--[\w-]+)"', path.read_text()):
+            found.add((path.stem.replace("_", "-"), option))
+    assert found == {(c, o) for c, o, _ in OPTIONS}
+
+
+@pytest.mark.parametrize(
+    "command, option, kinds, what, key, value", CASES, ids=[f"{c[0]} {c[1]} {c[4]}: {c[3]}" for c in CASES]
+)
+def test_a_wrong_setting_gets_one_line_naming_option_and_key(
+    command, option, kinds, what, key, value, world, tmp_path, capsys
+):
+    args = argv(command, world, tmp_path)
+    given = json.loads(args[args.index(option) + 1]) if option in args else {}
+    args = [a for i, a in enumerate(args) if not (a == option or (i and args[i - 1] == option))]
+    given[key] = value
+    code = cli.main([*args, option, json.dumps(given)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, (what, err)
+    assert option in err[0] and key in err[0], (what, err)
+
+
+EXPERIMENT_CASES = [
+    (part, key, what, value)
+    for part, kind in EXPERIMENT_PARTS.items()
+    for key, prop in cfg.definition(kind)["properties"].items()
+    for what, value in wrong_values(prop)
+]
+
+
+@pytest.mark.parametrize(
+    "part, key, what, value", EXPERIMENT_CASES, ids=[f"{c[0]}.{c[1]}: {c[2]}" for c in EXPERIMENT_CASES]
+)
+def test_a_wrong_setting_in_experiment_json_is_named(part, key, what, value, tmp_path, capsys):
+    """experiment.json, the training job's input: resolve refuses to write it, train to read it."""
+    settings = copy.deepcopy(toy.settings())
+    settings[part][key] = value
+    text = json.dumps(settings)
+    assert cli.main(["resolve", "--settings", text, "--out", str(tmp_path / "e.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{part}: {key}" in err[0], err
+    (tmp_path / "e.json").write_text(text)
+    toy.corpus(tmp_path / "train.bin")
+    assert cli.main(["train", "--settings", str(tmp_path / "e.json"), "--train", str(tmp_path / "train.bin"),
+                     "--checkpoints", str(tmp_path / "c"), "--out", str(tmp_path / "c/last.pt")]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{part}: {key}" in err[0], err
+
+
+def test_the_paper_config_with_each_key_wrong_is_refused_naming_it(paper_config):
+    """config.yaml itself: each setting of `training` and `decoding` made wrong in every way."""
+    for section, kind in (("training", "train"), ("decoding", "decode")):
+        for key, prop in cfg.definition(kind)["properties"].items():
+            for what, value in wrong_values(prop):
+                config = copy.deepcopy(paper_config)
+                config[section][key] = value
+                with pytest.raises(cfg.ConfigError, match=f"{section}.{key}"):
+                    cfg.validate(yaml.safe_load(yaml.safe_dump(config)))
+
+
+def test_a_key_given_twice_is_refused_naming_file_and_line(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("experiments:\n  base: {preset: base}\n  big: {preset: big}\n  base: {preset: big}\n")
+    with pytest.raises(cfg.ConfigError, match=r"c.yaml, line 4, column 3: .*'base' is given twice \(first at line 2\)"):
+        cfg.read_yaml(path)
+
+
+def test_numbers_of_the_command_line_are_read_as_numbers(paper_config):
+    given = {"training": {"steps": "5000", "seed": "3"}, "baselines": "true", "results": "007"}
+    config = copy.deepcopy(paper_config)
+    for key, value in given.items():
+        config[key] = {**config.get(key, {}), **value} if isinstance(value, dict) else value
+    fixed = cfg.from_command_line(config, given)
+    assert fixed["training"]["steps"] == 5000 and fixed["training"]["seed"] == 3 and fixed["baselines"] is True
+    assert fixed["results"] == "007"  # the schema wants a string there: kept as typed
+
+
+def test_tuned_settings_that_print_alike_are_refused(paper_config):
+    from conftest import with_treebank
+
+    from aiayn.study.grid import Study
+
+    config = with_treebank(paper_config)
+    config["experiments"]["parse-wsj"]["tune"] = {"P_drop": [0.3, 0.30000001]}
+    with pytest.raises(cfg.ConfigError, match="are both candidate parse-wsj.tune-P_drop0.3"):
+        Study(cfg.validate(config))
+
+
+def test_numbers_of_the_command_line_reach_the_study():
+    """As typed: `--config training='{"seed": 3}' baselines=true` plans the study with seed 3 (an
+    integer in every experiment.json), not a refusal of the string '3'."""
+    from conftest import snakemake
+
+    run = snakemake("-n", "-p", "--cores", "1", "--config", 'training={"seed": 3}', "baselines=true", cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-2000:]
+    resolve = [line for line in run.stdout.splitlines() if "aiayn resolve" in line]
+    assert resolve and all('"seed": 3,' in line for line in resolve)
