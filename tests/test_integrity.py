@@ -248,10 +248,10 @@ def test_an_experiment_name_runs_no_command(tmp_path):
 def test_a_results_folder_with_spaces_and_shell_characters_works(tmp_path):
     """A results path with a space, a quote, `;`, `$` and `..` in it: the first jobs of the demo run
     and write there, and nothing is written anywhere else."""
-    work = tmp_path / "work"
+    work = tmp_path / "study"
     work.mkdir()
     config = yaml.safe_load((ROOT / "profiles/demo/study.yaml").read_text())
-    config["results"] = "../work/my res'ults;$HOME x"
+    config["results"] = "../study/my res'ults;$HOME x"
     config["archives"]["demo-pair"]["generate"]["sizes"] = {"train": 300, "dev": 20, "test": 20}
     for es in config["datasets"]["eng-zil"]["eval_sets"].values():
         es["lines"] = 20
@@ -265,7 +265,7 @@ def test_a_results_folder_with_spaces_and_shell_characters_works(tmp_path):
     assert (results / "data/eng-zil/spm.src.model").is_file() and (results / "downloads/demo-pair.tar.gz").is_file()
     made = {p.name for p in work.iterdir()} - {".snakemake", "study.yaml"}
     assert made == {"my res'ults;$HOME x"}, made  # no stray file outside the results folder
-    assert {p.name for p in tmp_path.iterdir()} == {"work"}
+    assert {p.name for p in tmp_path.iterdir()} == {"study"}
 
 
 # -- 4. runs never mix --------------------------------------------------------------------------------

@@ -36,8 +36,10 @@ def settings_list(text: str, option: str, name: str) -> list[dict]:
     """A JSON option holding a list of settings of the schema's kind `name` (prepare's --corpora:
     "member_pair"), each checked and completed as `settings` does."""
     items = load_json(text, option, expect=list)
-    return [config.complete(name, item if isinstance(item, dict) else {"": item}, f"{option}[{i}]")
-            for i, item in enumerate(items)]  # fmt: skip
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise UserError(f"{option}[{i}]: expected a JSON object, got {json.dumps(item)}")
+    return [config.complete(name, item, f"{option}[{i}]") for i, item in enumerate(items)]
 
 
 def at_least(low: int):
