@@ -24,7 +24,6 @@ PACKAGE = {
     "numpy": "numpy",
     "sentencepiece": "sentencepiece",
     "sacrebleu": "sacrebleu",
-    "sacremoses": "sacremoses",
     "pandas": "pandas",
     "matplotlib": "matplotlib",
     "snakemake": "snakemake",

@@ -2,27 +2,31 @@
 
 - sacreBLEU on detokenized text (13a, mixed case), with its signature, and chrF;
 - the paper-comparable tokenized BLEU of tensor2tensor (the paper's code: its get_ende_bleu.sh):
-  Moses tokenization of hypothesis and reference, for EN-DE every intra-word hyphen rewritten as
-  ' ##AT##-##AT## ' (one pass, as the perl one-liner does), then BLEU on the tokens (sacreBLEU
-  with tokenize="none");
+  Moses tokenization of hypothesis and reference (`aiayn.evaluation.moses`, tokenizer.perl of
+  2017), for EN-DE every intra-word hyphen rewritten as ' ##AT##-##AT## ' (one pass, as the perl
+  one-liner does), then multi-bleu.perl on the tokens (`multi_bleu`: no smoothing, so an order
+  without a matching n-gram makes BLEU 0);
 - `score_file` scores one test set's file (parses by `aiayn.parsing.evalb.score_parses`), and
   `paired_bootstrap_p` compares two systems (Table 3).
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter
 
 import sacrebleu
 from sacrebleu.significance import PairedTest
-from sacremoses import MosesTokenizer
 
 from aiayn.data.corpus import read_lines
 from aiayn.errors import UserError
+from aiayn.evaluation import moses
 from aiayn.io import write_json
-from aiayn.parsing.evalb import score_parses
+from aiayn.parsing.evalb import gold_error_lines, score_parses
 
 COMPOUND = re.compile(rb"(\S)-(\S)")
+ASCII_SPACE = re.compile(r"[ \t\n\r\f\v]+")  # perl's \s on bytes, as multi-bleu.perl reads its files
 
 
 def compound_split(line: str) -> str:
@@ -38,10 +42,55 @@ def compound_split(line: str) -> str:
 
 
 def paper_tokenize(lines: list[str], lang: str, split_compounds: bool) -> list[str]:
-    """Moses `tokenizer.perl -l LANG` (with its default escaping), then the compound split if asked."""
-    tok = MosesTokenizer(lang=lang)
-    out = [tok.tokenize(line, return_str=True, escape=True) for line in lines]
+    """Moses `tokenizer.perl -l LANG` (2017, with its default escaping), then the compound split if asked."""
+    out = moses.tokenize(lines, lang)
     return [compound_split(line) for line in out] if split_compounds else out
+
+
+def words(line: str) -> list[str]:
+    """perl's `split` (awk mode) on a line read as bytes: runs of ASCII white space separate words."""
+    return [w for w in ASCII_SPACE.split(line) if w]
+
+
+def multi_bleu(hyp: list[str], ref: list[str]) -> dict:
+    """multi-bleu.perl (Moses 2017) with one reference, on tokenized lines: clipped n-gram counts
+    over the corpus, no smoothing (a zero precision of any order makes BLEU 0: perl's my_log of 0
+    is -9999999999), brevity penalty exp(1 - ref/hyp) when the output is shorter. `line` is what
+    multi-bleu.perl prints. An output of no words at all, where multi-bleu.perl dies of a division
+    by zero, scores 0.00 with `empty_output` set (and BP 0, the limit)."""
+    correct, total = [0] * 4, [0] * 4
+    hyp_len = ref_len = 0
+    for h, r in zip(hyp, ref):
+        hw, rw = words(h), words(r)
+        hyp_len, ref_len = hyp_len + len(hw), ref_len + len(rw)
+        for n in range(1, 5):
+            ref_counts = Counter(tuple(rw[i : i + n]) for i in range(len(rw) - n + 1))
+            for gram, count in Counter(tuple(hw[i : i + n]) for i in range(len(hw) - n + 1)).items():
+                total[n - 1] += count
+                correct[n - 1] += min(count, ref_counts.get(gram, 0))
+    precisions = [c / t if t else 0.0 for c, t in zip(correct, total)]
+    empty = hyp_len == 0
+    if empty or ref_len == 0:
+        bp = bleu = ratio = 0.0
+    else:
+        bp = math.exp(1 - ref_len / hyp_len) if hyp_len < ref_len else 1.0
+        bleu = bp * math.exp(sum(math.log(p) if p else -9999999999 for p in precisions) / 4)
+        ratio = hyp_len / ref_len
+    line = (
+        f"BLEU = {100 * bleu:.2f}, "
+        + "/".join(f"{100 * p:.1f}" for p in precisions)
+        + f" (BP={bp:.3f}, ratio={ratio:.3f}, hyp_len={hyp_len}, ref_len={ref_len})"
+    )
+    return {
+        "score": 100 * bleu,
+        "precisions": [100 * p for p in precisions],
+        "bp": bp,
+        "ratio": ratio,
+        "hyp_len": hyp_len,
+        "ref_len": ref_len,
+        "empty_output": empty,
+        "line": line,
+    }
 
 
 def check_lines(hyp: list[str], ref: list[str], hyp_name: str, ref_name: str, expect: int | None) -> None:
@@ -61,9 +110,10 @@ def bleu_scores(
     detok = bleu.corpus_score(hyp, [ref])
     chrf = sacrebleu.metrics.CHRF()
     chrf_score = chrf.corpus_score(hyp, [ref])
-    tok_bleu = sacrebleu.metrics.BLEU(tokenize="none", force=True)
-    tokenized = tok_bleu.corpus_score(
-        paper_tokenize(hyp, moses_lang, compound_split), [paper_tokenize(ref, moses_lang, compound_split)]
+    # multi-bleu.perl smooths nothing; sacreBLEU's column keeps sacreBLEU's own defaults (exp
+    # smoothing), as its signature says
+    tokenized = multi_bleu(
+        paper_tokenize(hyp, moses_lang, compound_split), paper_tokenize(ref, moses_lang, compound_split)
     )
     return {
         "lines": len(hyp),
@@ -76,15 +126,7 @@ def bleu_scores(
             "precisions": detok.precisions,
         },
         "chrf": {"score": chrf_score.score, "signature": str(chrf.get_signature())},
-        "tokenized_bleu": {
-            "score": tokenized.score,
-            "moses_lang": moses_lang,
-            "compound_split": compound_split,
-            "bp": tokenized.bp,
-            "hyp_len": tokenized.sys_len,
-            "ref_len": tokenized.ref_len,
-            "precisions": tokenized.precisions,
-        },
+        "tokenized_bleu": {**tokenized, "moses_lang": moses_lang, "compound_split": compound_split},
     }
 
 
@@ -113,6 +155,8 @@ def score_file(
         scores = score_parses(hyp, ref)
         scores.update(hyp=str(hyp_path), ref=str(ref_path), lines=len(hyp))
         write_json(out, scores)
+        for message in gold_error_lines(scores, ref_path):
+            log(message)
         s = scores["all"]
         log(
             f"{hyp_path}: EVALB F1 {s['f1']:.2f} (P {s['precision']:.2f}, R {s['recall']:.2f}), "
@@ -128,6 +172,8 @@ def score_file(
     )
     scores.update(hyp=str(hyp_path), ref=str(ref_path))
     write_json(out, scores)
+    if scores["tokenized_bleu"]["empty_output"]:
+        log(f"{hyp_path}: the output is empty (no word on any of its {len(hyp)} lines): BLEU 0.00")
     log(
         f"{hyp_path}: tokenized BLEU {scores['tokenized_bleu']['score']:.2f}, "
         f"sacreBLEU {scores['sacrebleu']['score']:.2f} ({scores['sacrebleu']['signature']}), {scores['lines']} lines"

@@ -9,26 +9,33 @@ What EVALB does, and so do we:
 - gold and test brackets are matched one to one (each test bracket at most once), so duplicate
   brackets of unary chains count as often as they occur;
 - a sentence whose gold and test word counts differ ("Length unmatch") or whose words differ
-  ("Words unmatch") is an error sentence and leaves the totals; an empty test parse is skipped, and
-  so is a malformed one that holds no word (a preterminal "(TAG word)").
-Checked against EVALB20080701's own output on three perturbed files (tests/test_protocol.py): every
-per-sentence row and both summaries equal. Differences, on malformed input only: EVALB aborts
-once its errors pass MAX_ERROR (at its 12th error line) and on some malformed lines, we count
-every error sentence and go on; for a line with a close bracket too many EVALB's message says
-"too many open bracket", ours "too many close bracket" (both count it as an error sentence).
+  ("Words unmatch") is an error sentence of zero figures and leaves the totals;
+- a test parse without a word (empty, or only deleted punctuation) is skipped, even when its
+  brackets are unbalanced;
+- unbalanced brackets in either tree (the gold tree too) make an error sentence, but its figures
+  are still computed and printed, from the brackets as read (one never closed ends at -1);
+- only ASCII white space separates words and labels (C's isspace): a no-break space is part of
+  its word;
+- F is 0.00 where EVALB prints -nan (precision and recall both 0).
+Checked against EVALB20080701's own output (tests/test_protocol.py: three perturbed files of 300
+sentences and four edge cases): every per-sentence row, every error line and both summaries equal.
+Differences, on malformed input only: EVALB aborts once its errors pass MAX_ERROR (at its 12th
+error line) and on a line it cannot read past (a word outside a preterminal, a bracket of three
+elements), and its arrays stop at 200 words or brackets and 5,000 characters a line; we count
+every error sentence and go on, at any size. For a line with a close bracket too many EVALB's
+message says "too many open bracket" (it pops below its stack), ours "too many close bracket".
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from aiayn.data.corpus import read_lines
 from aiayn.errors import UserError
 from aiayn.parsing.trees import parse_trees, restore
 
-TERMINATORS = set(" \t\n\r\f\v()")
-PRETERMINAL = re.compile(r"\(\s*[^()\s]+\s+[^()\s]+\s*\)")  # (TAG word)
+ASCII_SPACE = frozenset(" \t\n\v\f\r")  # C's isspace: a no-break space is part of a word
+TERMINATORS = ASCII_SPACE | {"(", ")"}
 
 
 @dataclass(frozen=True)
@@ -52,20 +59,23 @@ COLLINS = Params()
 @dataclass
 class Parsed:
     words: list[tuple[str, str]]  # (word, POS) of the counted terminals
-    brackets: list[tuple[int, int, str]]  # (start, end, label) of every nonterminal
+    brackets: list[tuple[int, int, str]]  # (start, end, label) of every nonterminal; end -1: never closed
     length: int  # words for the cut-off statistics (only DELETE_LABEL_FOR_LENGTH ignored)
+    errors: list[str]  # what EVALB's read_line reports and reads on past (unbalanced brackets)
 
 
-class BracketError(ValueError):
-    pass
+class Malformed(ValueError):
+    """A line EVALB cannot read past: it repeats the error without advancing until MAX_ERROR stops it."""
 
 
 def read_tree(line: str, params: Params = COLLINS) -> Parsed:
-    """One bracketed tree as EVALB's read_line sees it."""
-    words, brackets, stack, length, p, n = [], [], [], 0, 0, len(line)
+    """One bracketed tree as EVALB's read_line sees it: words and labels end at ASCII white space
+    or a bracket; an unbalanced line is read on, its error noted (a bracket never closed keeps the
+    end -1, as in EVALB; a close bracket too many closes nothing)."""
+    words, brackets, stack, errors, length, p, n = [], [], [], [], 0, 0, len(line)
     while p < n:
         ch = line[p]
-        if ch.isspace():
+        if ch in ASCII_SPACE:
             p += 1
         elif ch == "(":
             p += 1
@@ -74,8 +84,8 @@ def read_tree(line: str, params: Params = COLLINS) -> Parsed:
                 p += 1
             label = line[start:p]
             q = p
-            if q < n and line[q].isspace():
-                while q < n and line[q].isspace():
+            if q < n and line[q] in ASCII_SPACE:
+                while q < n and line[q] in ASCII_SPACE:
                     q += 1
                 w0 = q
                 while q < n and line[q] not in TERMINATORS:
@@ -89,19 +99,20 @@ def read_tree(line: str, params: Params = COLLINS) -> Parsed:
                     p = q + 1
                     continue
                 if q >= n or line[q] != "(":
-                    raise BracketError("More than two elements in a bracket")
+                    raise Malformed("More than two elements in a bracket")
             stack.append(len(brackets))
             brackets.append([len(words), -1, label])
         elif ch == ")":
-            if not stack:
-                raise BracketError("Bracketing unbalance (too many close bracket)")
-            brackets[stack.pop()][1] = len(words)
+            if stack:
+                brackets[stack.pop()][1] = len(words)
+            else:  # EVALB pops below its stack here (undefined); it closes no bracket of the tree
+                errors.append("Bracketing unbalance (too many close bracket)")
             p += 1
         else:
-            raise BracketError("Reading sentence")
+            raise Malformed("Reading sentence")
     if stack:
-        raise BracketError("Bracketing is unbalanced (too many open bracket)")
-    return Parsed(words, [tuple(b) for b in brackets], length)
+        errors.append("Bracketing is unbalanced (too many open bracket)")
+    return Parsed(words, [tuple(b) for b in brackets], length, errors)
 
 
 def kept_brackets(brackets, params: Params) -> list[tuple[int, int, str]]:
@@ -123,7 +134,7 @@ def kept_brackets(brackets, params: Params) -> list[tuple[int, int, str]]:
 @dataclass
 class SentenceResult:
     status: str  # "ok", "error", "skip"
-    message: str = ""
+    messages: list[str] = field(default_factory=list)  # EVALB's error lines for this sentence
     words: int = 0
     gold: int = 0
     test: int = 0
@@ -131,23 +142,39 @@ class SentenceResult:
     crossing: int = 0
     correct_tags: int = 0
     length: int = 0
+    gold_error: bool = False  # the gold tree itself is malformed
+
+    @property
+    def message(self) -> str:
+        return "; ".join(self.messages)
 
 
 def score_sentence(gold_line: str, test_line: str, params: Params = COLLINS) -> SentenceResult:
-    gold = read_tree(gold_line, params)
+    """One sentence as EVALB's calc_result scores it. A read error of either tree (unbalanced
+    brackets) makes it an error sentence, yet its figures are computed and printed as EVALB does;
+    a test tree without a word is skipped (even if it had a read error); differing word counts or
+    words make an error sentence of zero figures."""
+    try:
+        gold = read_tree(gold_line, params)
+    except Malformed as exc:
+        return SentenceResult("error", [str(exc)], gold_error=True)
+    messages = list(gold.errors)
     try:
         test = read_tree(test_line, params)
-    except BracketError as exc:
-        if not PRETERMINAL.search(test_line):  # as EVALB: a malformed line without any word is skipped
-            return SentenceResult("skip", length=gold.length)
-        return SentenceResult("error", str(exc), length=gold.length)
+    except Malformed as exc:
+        return SentenceResult("error", messages + [str(exc)], length=gold.length, gold_error=bool(gold.errors))
+    messages += test.errors
+    status = "error" if messages else "ok"
     if not test.words:
-        return SentenceResult("skip", length=gold.length)
+        return SentenceResult("skip", messages, length=gold.length, gold_error=bool(gold.errors))
+    zero = SentenceResult("error", messages, length=gold.length, gold_error=bool(gold.errors))
     if len(gold.words) != len(test.words):
-        return SentenceResult("error", f"Length unmatch ({len(gold.words)}|{len(test.words)})", length=gold.length)
+        zero.messages.append(f"Length unmatch ({len(gold.words)}|{len(test.words)})")
+        return zero
     for (gw, _), (tw, _) in zip(gold.words, test.words):
         if gw != tw:
-            return SentenceResult("error", f"Words unmatch ({gw}|{tw})", length=gold.length)
+            zero.messages.append(f"Words unmatch ({gw}|{tw})")
+            return zero
     g, t = kept_brackets(gold.brackets, params), kept_brackets(test.brackets, params)
     used = [False] * len(t)
     match = 0
@@ -160,7 +187,8 @@ def score_sentence(gold_line: str, test_line: str, params: Params = COLLINS) -> 
     crossing = sum(any((gs < ts < ge < te) or (ts < gs < te < ge) for gs, ge, _ in g) for ts, te, _ in t)
     tags = sum(params.label_eq(a[1], b[1]) for a, b in zip(gold.words, test.words))
     return SentenceResult(
-        "ok",
+        status,
+        messages,
         words=len(gold.words),
         gold=len(g),
         test=len(t),
@@ -168,6 +196,7 @@ def score_sentence(gold_line: str, test_line: str, params: Params = COLLINS) -> 
         crossing=crossing,
         correct_tags=tags,
         length=gold.length,
+        gold_error=bool(gold.errors),
     )
 
 
@@ -189,9 +218,9 @@ class Totals:
 
     def add(self, r: SentenceResult, number: int) -> None:
         self.sentences += 1
+        self.messages += [f"{number} : {m}" for m in r.messages]
         if r.status == "error":
             self.errors += 1
-            self.messages.append(f"{number} : {r.message}")
             return
         if r.status == "skip":
             self.skipped += 1
@@ -239,10 +268,7 @@ def evalb(gold_lines: list[str], test_lines: list[str], params: Params = COLLINS
     everything, short = Totals(), Totals()
     per_sentence = []
     for number, (g, t) in enumerate(zip(gold_lines, test_lines), start=1):
-        try:
-            r = score_sentence(g, t, params)
-        except BracketError as exc:
-            raise UserError(f"gold tree {number}: {exc}") from None
+        r = score_sentence(g, t, params)
         everything.add(r, number)
         if r.length <= params.cutoff_len:
             short.add(r, number)
@@ -251,13 +277,14 @@ def evalb(gold_lines: list[str], test_lines: list[str], params: Params = COLLINS
         "all": everything.summary(),
         f"len<={params.cutoff_len}": short.summary(),
         "errors": everything.messages,
+        "gold_errors": [n for n, r in enumerate(per_sentence, start=1) if r.gold_error],
         "sentences": per_sentence,
     }
 
 
 def format_summary(result: dict) -> str:
     lines = []
-    for key in (k for k in result if k not in ("errors", "sentences")):
+    for key in (k for k in result if k not in ("errors", "gold_errors", "sentences")):
         s = result[key]
         lines += [
             f"-- {'All' if key == 'all' else key} --",
@@ -280,17 +307,33 @@ def format_summary(result: dict) -> str:
 
 def score_parses(hyp: list[str], gold_lines: list[str]) -> dict:
     """EVALB of a parser's output, linearized trees (`hyp`), against the gold trees under TOP: each
-    output restored to a tree over its gold sentence first (`aiayn.parsing.trees.restore`)."""
-    golds = [parse_trees(line)[0] for line in gold_lines]
-    tests = [str(restore(h, g)) for h, g in zip(hyp, golds)]
+    output restored to a tree over its gold sentence first (`aiayn.parsing.trees.restore`). A gold
+    line that is not a tree is scored as EVALB scores it (an error sentence, listed in
+    `gold_errors`), against the output as it is."""
+    tests = []
+    for h, line in zip(hyp, gold_lines):
+        try:
+            tests.append(str(restore(h, parse_trees(line)[0])))
+        except (UserError, IndexError):
+            tests.append(h)
     result = evalb(gold_lines, tests, COLLINS)
     result.pop("sentences")
     return result
 
 
+def gold_error_lines(result: dict, gold_path) -> list[str]:
+    """Log lines naming each malformed gold tree."""
+    return [
+        f"{gold_path}, line {n}: the gold tree is malformed (unbalanced brackets); "
+        "EVALB counts the sentence as an error, and so do we"
+        for n in result["gold_errors"]
+    ]
+
+
 def evalb_files(gold_path: str, test_path: str, log=print) -> dict:
     """EVALB of the trees in `test_path` against those in `gold_path` (one per line, aligned):
-    every error line and the summary are logged, as EVALB prints them."""
+    every error line and the summary are logged, as EVALB prints them, and each malformed gold
+    tree is named."""
     gold, test = list(read_lines(gold_path)), list(read_lines(test_path))
     if not any(line.strip() for line in gold):
         raise UserError(f"{gold_path}: no trees to score; give the gold trees, one per line")
@@ -299,7 +342,7 @@ def evalb_files(gold_path: str, test_path: str, log=print) -> dict:
             f"{test_path} has {len(test)} lines but {gold_path} has {len(gold)}; they must align line by line"
         )
     result = evalb(gold, test)
-    for message in result["errors"]:
+    for message in result["errors"] + gold_error_lines(result, gold_path):
         log(message)
     log(format_summary(result))
     return result
