@@ -234,9 +234,12 @@ def test_a_beam_shares_its_sentence_memory_through_reorders_and_dropped_sentence
 
 
 # -- parameter accounting --------------------------------------------------------------------------
-def analytic_count(N, d_model, d_ff, h, d_k, d_v, vocab=37000, learned=0):
-    """Parameters of the §3 architecture counted by hand (tied embeddings, biases on every linear)."""
-    attention = d_model * h * d_k * 2 + h * d_k * 2 + d_model * h * d_v + h * d_v + h * d_v * d_model + d_model
+def analytic_count(N, d_model, d_ff, h, d_k, d_v, vocab=37000, learned=0, attention_bias=False):
+    """Parameters of the §3 architecture counted by hand (tied embeddings, biases on the FFN's
+    linears; on the attention projections too with fairseq's init, not with tensor2tensor's)."""
+    attention = d_model * h * d_k * 2 + d_model * h * d_v + h * d_v * d_model
+    if attention_bias:
+        attention += h * d_k * 2 + h * d_v + d_model
     ffn = d_model * d_ff + d_ff + d_ff * d_model + d_model
     norm = 2 * d_model
     encoder = N * (attention + ffn + 2 * norm)
@@ -244,13 +247,84 @@ def analytic_count(N, d_model, d_ff, h, d_k, d_v, vocab=37000, learned=0):
     return vocab * d_model + encoder + decoder + 2 * learned * d_model
 
 
-def test_parameter_counts_of_base_and_big():
+@pytest.mark.parametrize("init, base_m, big_m", [("t2t", 63.0, 214.2), ("fairseq", 63.1, 214.2)])
+def test_parameter_counts_of_base_and_big(init, base_m, big_m):
+    """paper.md's careful count (base 63.1M, big 214.2M) has attention biases, fairseq's layout;
+    tensor2tensor's projections have none: 36,864 fewer in base, 73,728 in big."""
     with torch.device("meta"):
-        base = Transformer(ModelConfig(src_vocab=37000, tgt_vocab=37000))
-        big = Transformer(ModelConfig(src_vocab=37000, tgt_vocab=37000, d_model=1024, d_ff=4096, h=16, P_drop=0.3))
-    assert count_parameters(base) == analytic_count(6, 512, 2048, 8, 64, 64)
-    assert round(count_parameters(base) / 1e6, 1) == 63.1  # paper.md: "a careful count gives base 63.1M"
-    assert round(count_parameters(big) / 1e6, 1) == 214.2  # and big 214.2M
+        base = Transformer(ModelConfig(src_vocab=37000, tgt_vocab=37000, init=init))
+        big = Transformer(
+            ModelConfig(src_vocab=37000, tgt_vocab=37000, d_model=1024, d_ff=4096, h=16, P_drop=0.3, init=init)
+        )
+    bias = init == "fairseq"
+    assert count_parameters(base) == analytic_count(6, 512, 2048, 8, 64, 64, attention_bias=bias)
+    assert count_parameters(big) == analytic_count(6, 1024, 4096, 16, 64, 64, attention_bias=bias)
+    assert (round(count_parameters(base) / 1e6, 1), round(count_parameters(big) / 1e6, 1)) == (base_m, big_m)
+
+
+def fan_limit(weight: torch.Tensor, gain: float = 1.0) -> float:
+    """Xavier-uniform's bound: gain * sqrt(6 / (fan_in + fan_out))."""
+    return gain * math.sqrt(6.0 / (weight.size(0) + weight.size(1)))
+
+
+def check_uniform(w: torch.Tensor, limit: float, name: str) -> None:
+    """U(-limit, limit): within the bound, reaching it, variance limit^2 / 3 and mean 0, each
+    within 5 standard errors of n draws (a uniform's sample variance has relative s.e. sqrt(0.8 / n))."""
+    w = w.detach().double().flatten()
+    n = w.numel()
+    assert w.abs().max() <= limit, name
+    assert w.abs().max() > (1 - 8 / n) * limit, name  # it is the uniform on that interval, not a narrower one
+    assert abs(w.var().item() / (limit**2 / 3) - 1) < 5 * math.sqrt(0.8 / n), name
+    assert abs(w.mean().item()) < 5 * limit / math.sqrt(3 * n), name
+
+
+@pytest.mark.parametrize("init", ["t2t", "fairseq"])
+def test_each_initialisation_draws_as_its_code_does(init):
+    """Per matrix, against the formula: tensor2tensor's uniform_unit_scaling (Xavier-uniform, gain 1)
+    everywhere and no attention biases; fairseq's W^Q/W^K/W^V at gain 1/sqrt(2) with torch's
+    default biases, W^O at gain 1 with bias 0, the FFN at torch's nn.Linear default; embeddings
+    N(0, d^-1/2) in both, fairseq's padding row 0."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(src_vocab=4000, tgt_vocab=4000, N=2, d_model=256, d_ff=1024, h=4, d_k=64, d_v=64, init=init)
+    model = Transformer(cfg)
+    emb = model.tgt_embed.weight.detach().double()
+    rows = emb[1:] if init == "fairseq" else emb
+    assert abs(rows.std().item() / 256**-0.5 - 1) < 0.02
+    assert bool((emb[0] == 0).all()) == (init == "fairseq")
+    attentions = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    assert len(attentions) == 3 * cfg.N
+    for i, att in enumerate(attentions):
+        for name in ("W_q", "W_k", "W_v", "W_o"):
+            linear = getattr(att, name)
+            gain = 2**-0.5 if init == "fairseq" and name != "W_o" else 1.0
+            check_uniform(linear.weight, fan_limit(linear.weight, gain), f"{i}.{name}")
+            if init == "t2t":
+                assert linear.bias is None, f"{i}.{name}"
+            elif name == "W_o":
+                assert bool((linear.bias == 0).all())
+            else:
+                check_uniform(linear.bias, 1 / math.sqrt(linear.in_features), f"{i}.{name}.bias")
+    for i, layer in enumerate([*model.encoder, *model.decoder]):
+        for linear in (layer.ffn.W_1, layer.ffn.W_2):
+            if init == "t2t":
+                check_uniform(linear.weight, fan_limit(linear.weight), f"{i}.ffn")
+                assert bool((linear.bias == 0).all())
+            else:  # torch's default: kaiming_uniform(a=sqrt(5)) = U(+-1/sqrt(fan_in)), bias the same bound
+                bound = 1 / math.sqrt(linear.in_features)
+                check_uniform(linear.weight, bound, f"{i}.ffn")
+                check_uniform(linear.bias, bound, f"{i}.ffn.bias")
+    for norm in (m for m in model.modules() if isinstance(m, torch.nn.LayerNorm)):
+        assert bool((norm.weight == 1).all()) and bool((norm.bias == 0).all())
+
+
+def test_a_checkpoint_from_before_init_existed_rebuilds_with_attention_biases():
+    """aiayn 0.2 wrote model_config without `init` and its projections had biases."""
+    stored = ModelConfig(src_vocab=10, tgt_vocab=10, N=1, d_model=8, d_ff=16, h=2, d_k=4, d_v=4).to_dict()
+    del stored["init"]
+    cfg = ModelConfig.from_stored(stored)
+    assert cfg.attention_bias and Transformer(cfg).encoder[0].self_attn.W_q.bias is not None
+    with pytest.raises(ValueError, match="init must be one of 't2t', 'fairseq'"):
+        ModelConfig(src_vocab=10, tgt_vocab=10, init="xavier")
 
 
 def test_params_of_every_table3_row_match_the_analytic_count(paper_config):
@@ -260,11 +334,12 @@ def test_params_of_every_table3_row_match_the_analytic_count(paper_config):
 
     study = Study(cfg.validate(paper_config))
     rows = parameter_rows(study, study.in_table(3))
-    assert len(rows) == 20
+    assert len(rows) == 21  # the paper's 20 and ours, base with fairseq's init
     for row in rows:
         m = study.experiment(row["experiment"])["model"]
         learned = m["max_positions"] if m["positional"] == "learned" else 0
-        want = analytic_count(m["N"], m["d_model"], m["d_ff"], m["h"], m["d_k"], m["d_v"], 37000, learned)
+        bias = m["init"] == "fairseq"
+        want = analytic_count(m["N"], m["d_model"], m["d_ff"], m["h"], m["d_k"], m["d_v"], 37000, learned, bias)
         assert row["params"] == want, row["experiment"]
         # The paper's column is not reproducible from its hyperparameters (paper.md: ~2M above a
         # careful count for most rows, 1M below for big); it is reported beside ours, and here
@@ -280,7 +355,7 @@ def test_params_command_lists_every_experiment(capsys, paper_config):
     out = capsys.readouterr().out
     for name in paper_config["experiments"]:
         assert f"\n{name} " in out
-    assert "63.1" in out and "214.2" in out
+    assert "63.0" in out and "214.2" in out and "63.1" in out  # base; big; base with fairseq's init
 
 
 # -- config and checkpoints -------------------------------------------------------------------------
@@ -320,11 +395,14 @@ def copy_into_torch_transformer(model: Transformer) -> nn.Transformer:
     ref.encoder.norm = None  # nn.Transformer adds a final LayerNorm per stack; the post-norm paper model has none
     ref.decoder.norm = None
 
+    def bias(linear: nn.Linear) -> torch.Tensor:  # tensor2tensor's projections have none: 0
+        return linear.bias if linear.bias is not None else torch.zeros(linear.out_features, dtype=linear.weight.dtype)
+
     def attention(dst: nn.MultiheadAttention, src: MultiHeadAttention):
         dst.in_proj_weight.copy_(torch.cat([src.W_q.weight, src.W_k.weight, src.W_v.weight]))
-        dst.in_proj_bias.copy_(torch.cat([src.W_q.bias, src.W_k.bias, src.W_v.bias]))
+        dst.in_proj_bias.copy_(torch.cat([bias(src.W_q), bias(src.W_k), bias(src.W_v)]))
         dst.out_proj.weight.copy_(src.W_o.weight)
-        dst.out_proj.bias.copy_(src.W_o.bias)
+        dst.out_proj.bias.copy_(bias(src.W_o))
 
     def rest(dst, src, norms):
         dst.linear1.load_state_dict(src.ffn.W_1.state_dict())
@@ -343,8 +421,9 @@ def copy_into_torch_transformer(model: Transformer) -> nn.Transformer:
     return ref
 
 
-def test_post_norm_model_equals_torch_nn_transformer():
-    model = small(d_k=8, d_v=8)  # torch's MultiheadAttention needs d_k = d_v = d_model / h
+@pytest.mark.parametrize("init", ["t2t", "fairseq"])
+def test_post_norm_model_equals_torch_nn_transformer(init):
+    model = small(d_k=8, d_v=8, init=init)  # torch's MultiheadAttention needs d_k = d_v = d_model / h
     ref = copy_into_torch_transformer(model)
     src, tgt = batch(B=3, S=7, T=6)
     causal = nn.Transformer.generate_square_subsequent_mask(6, dtype=torch.float64)

@@ -1,3 +1,3 @@
 """aiayn: "Attention Is All You Need" (Vaswani et al. 2017) reproduced as one Snakemake pipeline."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

@@ -3,7 +3,9 @@
 
 Marian is the stock architecture that is this paper's model: post-norm encoder-decoder, token
 embeddings scaled by √d_model plus sinusoidal positions, biases everywhere, ReLU (set), tied
-embeddings and pre-softmax projection, one head size d_model / h. Two layouts differ:
+embeddings and pre-softmax projection, one head size d_model / h. A model without attention
+biases (init "t2t", tensor2tensor's) is exported with those biases 0, the same function. Two
+layouts differ:
 
 - positions: Marian's sinusoid table is [sin | cos] halves, ours interleaves sin and cos (§3.5).
   Permuting the d_model dimensions of the residual stream consistently (every weight that reads
@@ -85,7 +87,7 @@ def marian_config(cfg: ModelConfig, max_positions: int) -> dict:
 
 def marian_state(payload: dict, max_positions: int) -> tuple[dict, dict[str, torch.Tensor]]:
     """(MarianConfig arguments, state dict) of a checkpoint's model, weights permuted (module doc)."""
-    cfg = ModelConfig.from_dict(payload["model_config"])
+    cfg = ModelConfig.from_stored(payload["model_config"])
     check_exportable(cfg)
     ours = {k: v.float() for k, v in payload["model"].items()}
     p = residual_permutation(cfg.d_model)
@@ -98,12 +100,17 @@ def marian_state(payload: dict, max_positions: int) -> tuple[dict, dict[str, tor
 
     out: dict[str, torch.Tensor] = {}
 
+    def bias(name: str, weight: torch.Tensor) -> torch.Tensor:  # absent without attention biases: 0
+        return ours[name] if cfg.attention_bias else torch.zeros(weight.size(0))
+
     def attention(src: str, dst: str) -> None:
         for a, b in (("W_q", "q_proj"), ("W_k", "k_proj"), ("W_v", "v_proj")):
-            out[f"{dst}.{b}.weight"] = reads(ours[f"{src}.{a}.weight"])
-            out[f"{dst}.{b}.bias"] = ours[f"{src}.{a}.bias"]
-        out[f"{dst}.out_proj.weight"] = writes(ours[f"{src}.W_o.weight"])
-        out[f"{dst}.out_proj.bias"] = writes(ours[f"{src}.W_o.bias"])
+            w = ours[f"{src}.{a}.weight"]
+            out[f"{dst}.{b}.weight"] = reads(w)
+            out[f"{dst}.{b}.bias"] = bias(f"{src}.{a}.bias", w)
+        w = ours[f"{src}.W_o.weight"]
+        out[f"{dst}.out_proj.weight"] = writes(w)
+        out[f"{dst}.out_proj.bias"] = writes(bias(f"{src}.W_o.bias", w))
 
     def ffn(src: str, dst: str) -> None:
         out[f"{dst}.fc1.weight"] = reads(ours[f"{src}.W_1.weight"])

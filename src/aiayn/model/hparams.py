@@ -9,6 +9,15 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+# How the weights are drawn before training (the paper does not say; `aiayn.model.transformer.initialize`):
+# - "t2t": the paper's code, tensor2tensor (transformer_base: initializer uniform_unit_scaling, gain
+#   1.0 = variance scaling, fan_avg, uniform = Xavier-uniform, for every weight; its attention
+#   projections are built with use_bias=False; embeddings N(0, d_model^-0.5); FFN biases 0);
+# - "fairseq": fairseq 0.12's (MultiheadAttention.reset_parameters: W^Q, W^K, W^V Xavier-uniform at
+#   gain 1/sqrt(2) "convergence is much better", their biases and the FFN's linears at torch's
+#   nn.Linear default, W^O Xavier-uniform with bias 0; embeddings N(0, d_model^-0.5), padding row 0).
+INITS = ("t2t", "fairseq")
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -29,10 +38,13 @@ class ModelConfig:
     pre_norm: bool = False
     shared_vocab: bool = True  # three-way weight tying (§3.4); else target embedding = projection only
     pad_id: int = 0
+    init: str = "t2t"  # INITS: the paper's code (tensor2tensor), or fairseq's
 
     def __post_init__(self):
         if self.positional not in ("sinusoidal", "learned"):
             raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {self.positional!r}")
+        if self.init not in INITS:
+            raise ValueError(f"init must be one of {', '.join(map(repr, INITS))}, got {self.init!r}")
         if self.positional == "sinusoidal" and self.d_model % 2:
             raise ValueError(f"sinusoidal positions need an even d_model, got {self.d_model}")
         if self.shared_vocab and self.src_vocab != self.tgt_vocab:
@@ -50,9 +62,21 @@ class ModelConfig:
         return cls(**values)
 
     @classmethod
+    def from_stored(cls, values: dict) -> "ModelConfig":
+        """The model a checkpoint's `model_config` describes. One written before `init` existed
+        (aiayn 0.2) built its attention projections with biases: as a trained model, that is the
+        architecture of init "fairseq" (how it was drawn no longer matters once trained)."""
+        return cls.from_dict(values if "init" in values else {**values, "init": "fairseq"})
+
+    @classmethod
     def from_settings(cls, model: dict, *, src_vocab: int, tgt_vocab: int, shared_vocab: bool) -> "ModelConfig":
         """The model of an experiment's `model:` settings over vocabularies of these sizes."""
         return cls.from_dict({**model, "src_vocab": src_vocab, "tgt_vocab": tgt_vocab, "shared_vocab": shared_vocab})
+
+    @property
+    def attention_bias(self) -> bool:
+        """Whether W^Q, W^K, W^V and W^O carry biases: tensor2tensor's have none, fairseq's do."""
+        return self.init == "fairseq"
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -72,20 +72,21 @@ def attention_weights(q: Tensor, k: Tensor, mask: Tensor | None = None, causal: 
 class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V) (§3.2.2).
 
-    d_k and d_v are set independently of d_model (Table 3 rows A and B). The projections carry
-    biases, as fairseq's do; the paper does not say, and tensor2tensor's have none (with biases the
-    count gives base 63.1M, big 214.2M with a 37k vocabulary; Table 3 says 65M and 213M). Scaled
-    dot-product attention (§3.2.1) goes through `F.scaled_dot_product_attention`, so fused kernels
-    are used where the hardware has them.
+    d_k and d_v are set independently of d_model (Table 3 rows A and B). The projections carry no
+    biases under the paper's code's initialisation (init "t2t": tensor2tensor's use_bias=False;
+    base 63.0M, big 214.2M with a 37k vocabulary) and biases under fairseq's (63.1M, 214.2M); the
+    paper does not say, and Table 3 says 65M and 213M. Scaled dot-product attention (§3.2.1) goes
+    through `F.scaled_dot_product_attention`, so fused kernels are used where the hardware has them.
     """
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.h, self.d_k, self.d_v = cfg.h, cfg.d_k, cfg.d_v
-        self.W_q = nn.Linear(cfg.d_model, cfg.h * cfg.d_k)
-        self.W_k = nn.Linear(cfg.d_model, cfg.h * cfg.d_k)
-        self.W_v = nn.Linear(cfg.d_model, cfg.h * cfg.d_v)
-        self.W_o = nn.Linear(cfg.h * cfg.d_v, cfg.d_model)
+        bias = cfg.attention_bias
+        self.W_q = nn.Linear(cfg.d_model, cfg.h * cfg.d_k, bias=bias)
+        self.W_k = nn.Linear(cfg.d_model, cfg.h * cfg.d_k, bias=bias)
+        self.W_v = nn.Linear(cfg.d_model, cfg.h * cfg.d_v, bias=bias)
+        self.W_o = nn.Linear(cfg.h * cfg.d_v, cfg.d_model, bias=bias)
         self.P_drop_attn = cfg.P_drop_attn
         self.recorded: list[torch.Tensor] | None = None  # set to [] to keep attention weights (figures)
 
@@ -228,14 +229,8 @@ class Transformer(nn.Module):
         return self.tgt_embed.weight
 
     def reset_parameters(self) -> None:
-        """Embeddings ~ N(0, d_model^-0.5), as the √d_model input scaling expects; Xavier-uniform linears."""
-        for p in {id(p): p for p in (self.src_embed.weight, self.tgt_embed.weight)}.values():
-            nn.init.normal_(p, mean=0.0, std=self.cfg.d_model**-0.5)
-        for module in self.modules():
-            if isinstance(module, nn.Linear):
-                nn.init.xavier_uniform_(module.weight)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
+        """Draw every weight as `cfg.init` says (`initialize`)."""
+        initialize(self, self.cfg.init)
 
     def src_mask(self, src: Tensor) -> Tensor:
         return (src != self.cfg.pad_id)[:, None, None, :]  # (B, 1, 1, S), True = a real token
@@ -271,6 +266,46 @@ class Transformer(nn.Module):
             x = layer.step(x, state, i)
         state.position += 1
         return F.linear(self.decoder_norm(x[:, 0]), self.projection)
+
+
+@torch.no_grad()
+def initialize(model: Transformer, init: str) -> None:
+    """The initialisation named `init` (aiayn.model.hparams.INITS), in module order.
+
+    Both: embeddings ~ N(0, d_model^-0.5), as the √d_model input scaling expects (tensor2tensor's
+    symbol modality; fairseq's Embedding, which also zeroes the padding row); layer norms 1 and 0.
+    "t2t": every linear and learned positions Xavier-uniform (uniform_unit_scaling, gain 1),
+    biases (the FFN's) 0. "fairseq": W^Q, W^K, W^V Xavier-uniform at gain 1/sqrt(2) with torch's
+    default biases, W^O Xavier-uniform with bias 0, the FFN's linears at torch's nn.Linear
+    default, learned positions N(0, d_model^-0.5)."""
+    cfg = model.cfg
+    for p in {id(p): p for p in (model.src_embed.weight, model.tgt_embed.weight)}.values():
+        nn.init.normal_(p, mean=0.0, std=cfg.d_model**-0.5)
+        if init == "fairseq":
+            p[cfg.pad_id].zero_()
+    for module in model.modules():
+        if isinstance(module, nn.LayerNorm):
+            module.reset_parameters()
+        elif isinstance(module, nn.Embedding):  # learned positions (Table 3 row E)
+            if init == "fairseq":  # its LearnedPositionalEmbedding
+                nn.init.normal_(module.weight, mean=0.0, std=cfg.d_model**-0.5)
+            else:  # tensor2tensor's add_positional_embedding: a variable under the default initializer
+                nn.init.xavier_uniform_(module.weight)
+        elif isinstance(module, MultiHeadAttention) and init == "fairseq":
+            for linear in (module.W_q, module.W_k, module.W_v):
+                linear.reset_parameters()  # the bias as torch draws it
+                nn.init.xavier_uniform_(linear.weight, gain=2**-0.5)
+            nn.init.xavier_uniform_(module.W_o.weight)
+            nn.init.zeros_(module.W_o.bias)
+        elif isinstance(module, FeedForward) and init == "fairseq":
+            module.W_1.reset_parameters()
+            module.W_2.reset_parameters()
+    if init == "t2t":
+        for module in model.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.xavier_uniform_(module.weight)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -136,7 +136,7 @@ def model_payload(model: Transformer) -> dict:
 
 def rebuild(payload: dict, device="cpu") -> Transformer:
     """The model a checkpoint describes, with its weights."""
-    model = build(ModelConfig.from_dict(payload["model_config"]), device=device)
+    model = build(ModelConfig.from_stored(payload["model_config"]), device=device)
     model.load_state_dict(payload["model"])
     return model
 
