@@ -53,8 +53,18 @@ def test_every_table_with_paper_columns(run_dag):
     table2 = list(csv.DictReader((run_dag / "tables/table2.csv").open()))
     assert {r["experiment"] for r in table2} >= {"base", "big", "baseline: copy the source", "baseline: word by word"}
     assert "paper_bleu" in table2[0] and "cost_flops_paper_formula" in table2[0]
-    table3 = list(csv.DictReader((run_dag / "tables/table3.csv").open()))
-    assert [r["row"] for r in table3] == ["base", "big", "A", "D"]
+    lines = list(csv.DictReader((run_dag / "tables/table3.csv").open()))
+    table3 = [r for r in lines if not r["replicate_of"]]
+    assert [r["row"] for r in table3] == ["base", "big", "A", "D", "init (ours)"]
+    seeds = [(r["experiment"], r["seed"]) for r in lines if r["replicate_of"]]
+    assert seeds == [
+        ("base", "1"),
+        ("base.seed-2", "2"),
+        ("base.seed-3", "3"),
+        ("t3-A-h1", "1"),
+        ("t3-A-h1.seed-2", "2"),
+    ]
+    assert table3[2]["test"] == "stratified approximate randomization, 2 seeds each"
     assert all(r["dev_ppl"] and r["params_M"] for r in table3)
     assert all(r["p_value_vs_base"] for r in table3 if r["row"] != "base")
     table4 = list(csv.DictReader((run_dag / "tables/table4.csv").open()))
@@ -73,7 +83,7 @@ def test_score_files_have_both_protocols(run_dag):
 def test_averaged_models_and_translations(run_dag):
     for name in ("base", "big"):
         avg = checkpoint.load(run_dag / name / "average.pt")
-        assert avg["averaged_steps"] == [12, 18, 24]  # the last 3, written every 6 updates
+        assert avg["averaged_steps"] == [18, 24]  # the last 2 (the demo's average), written every 6 updates
         src = list(read_lines(run_dag / "data/eng-zil/test.src"))
         assert len(list(read_lines(run_dag / name / "test.zil"))) == len(src) == 40
     assert len(list(read_lines(run_dag / "parse/wsj23.trees"))) == 30
@@ -111,7 +121,8 @@ def test_rebuilt_identical_vocabularies_throw_away_no_training(run_dag, tmp_path
     assert all(p.stat().st_mtime_ns != t for p, t in written.items()), "not rebuilt: the test did not test"
     assert not list(results.glob("*/replaced-*")), "a finished run was set aside"
     logs = sorted(results.glob("logs/train/*.log"))
-    assert len(logs) == 8  # base, big, t3-A-h1, t3-D-ls0.0 and the parser's 4 candidates
+    # base x 3 seeds, t3-A-h1 x 2, big, t3-D-ls0.0, t3-init-fairseq and the parser's 4 candidates
+    assert len(logs) == 12
     for log in logs:
         records = [json.loads(line) for line in (results / log.stem / "metrics.jsonl").read_text().splitlines()]
         starts = [r["step"] for r in records if r.get("event") == "start"]
@@ -182,6 +193,25 @@ def test_rerunning_one_stage_reruns_that_one_job(run_dag):
     assert plan.returncode == 0 and not job_counts(planned_jobs(plan.stdout + plan.stderr)), plan.stdout[-2000:]
 
 
+def test_adding_seeds_to_a_finished_row_trains_only_the_new_seeds(run_dag, tmp_path):
+    """`seeds: [1, 2]` on a row that finished with seed 1: its run is kept, only seed 2 is trained
+    (then decoded, scored, and the row's table and figure redone)."""
+    workdir = run_dag.parent
+    config = yaml.safe_load((workdir / "study.yaml").read_text())
+    config["experiments"]["t3-D-ls0.0"]["seeds"] = [1, 2]
+    (tmp_path / "seeds.yaml").write_text(yaml.safe_dump(config))
+    plan = snakemake("-s", str(ROOT / "Snakefile"), "-d", str(workdir), "--configfile", str(tmp_path / "seeds.yaml"),
+                     "--replace-workflow-config", "-n", cwd=workdir)  # fmt: skip
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    jobs = planned_jobs(plan.stdout + plan.stderr)
+    trained = [j["output"] for j in jobs if j["rule"] == "train"]
+    assert trained == ["results/t3-D-ls0.0.seed-2/checkpoints/last.pt"], trained
+    # the row's own run is neither trained nor decoded nor scored again (the tables are redone: their
+    # first line names this config file)
+    redone = [j["rule"] for j in jobs if "/t3-D-ls0.0/" in j["output"] and j["rule"] != "figures"]
+    assert redone == [] and job_counts(jobs)["score"] == 1, (redone, job_counts(jobs))
+
+
 def test_report_builds_offline_with_every_figure(run_dag):
     workdir = run_dag.parent
     report = workdir / "report.html"
@@ -225,8 +255,9 @@ def demo_results(demo_clone) -> Path:
 
 
 def table(results: Path, n: int) -> dict[str, dict]:
+    """Table `n`'s rows by experiment (baselines by row), without the CSV's lines of each seed."""
     rows = csv.DictReader((results / f"tables/table{n}.csv").open())
-    return {r["experiment"] or r["row"]: r for r in rows}
+    return {r["experiment"] or r["row"]: r for r in rows if not r.get("replicate_of")}
 
 
 @pytest.mark.slow
@@ -248,11 +279,19 @@ def readme_demo_figures() -> dict[str, str]:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     cell = lambda label: re.search(r"\| " + re.escape(label) + r"[^|]*\| ([\d.]+) \|", readme).group(1)  # noqa: E731
     dev = re.search(
-        r"dev BLEU: one head ([\d.]+), no label smoothing ([\d.]+), big ([\d.]+), base\s+([\d.]+)\)", readme
+        r"dev BLEU: one head ([\d.]+), no label smoothing ([\d.]+), fairseq's initialisation ([\d.]+),"
+        r"\s+big\s+([\d.]+), base\s+([\d.]+)\)",
+        readme,
     )
     selected = re.search(r"selected: P_drop ([\d.]+), lr_scale ([\d.]+)\)", readme)
+    base = re.search(r"\| base \(averaged, beam 4[^|]*\| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|", readme)
+    spread = re.search(r"dev BLEU ± ([\d.]+)\s+over them.*?one head\s+the mean of 2 \(± ([\d.]+)\)", readme, re.S)
     return {
-        "table 2, base": cell("base (averaged, beam 4)"),
+        "table 2, base": base.group(1),
+        "table 2, base s_sel": base.group(2),
+        "table 2, base sacreBLEU": base.group(3),
+        "table 3, base s_sel": spread.group(1),
+        "table 3, one head s_sel": spread.group(2),
         "table 2, big": cell("big"),
         "table 2, copy": cell("baseline: copy the source"),
         "table 2, word by word": cell("baseline: word by word"),
@@ -261,8 +300,9 @@ def readme_demo_figures() -> dict[str, str]:
         "table 4, right-branching": cell("baseline: right-branching"),
         "table 3, one head": dev.group(1),
         "table 3, no label smoothing": dev.group(2),
-        "table 3, big": dev.group(3),
-        "table 3, base": dev.group(4),
+        "table 3, fairseq init": dev.group(3),
+        "table 3, big": dev.group(4),
+        "table 3, base": dev.group(5),
     }
 
 
@@ -271,6 +311,10 @@ def demo_run_figures(results: Path) -> dict[str, str]:
     two = lambda x: f"{float(x):.2f}"  # noqa: E731
     return {
         "table 2, base": two(t2["base"]["bleu"]),
+        "table 2, base s_sel": two(t2["base"]["bleu_s_sel"]),
+        "table 2, base sacreBLEU": two(t2["base"]["sacrebleu"]),
+        "table 3, base s_sel": two(t3["base"]["dev_bleu_s_sel"]),
+        "table 3, one head s_sel": two(t3["t3-A-h1"]["dev_bleu_s_sel"]),
         "table 2, big": two(t2["big"]["bleu"]),
         "table 2, copy": two(t2["baseline: copy the source"]["bleu"]),
         "table 2, word by word": two(t2["baseline: word by word"]["bleu"]),
@@ -281,6 +325,7 @@ def demo_run_figures(results: Path) -> dict[str, str]:
         "table 4, right-branching": two(t4["baseline: right-branching"]["f1"]),
         "table 3, one head": two(t3["t3-A-h1"]["dev_bleu"]),
         "table 3, no label smoothing": two(t3["t3-D-ls0.0"]["dev_bleu"]),
+        "table 3, fairseq init": two(t3["t3-init-fairseq"]["dev_bleu"]),
         "table 3, big": two(t3["big"]["dev_bleu"]),
         "table 3, base": two(t3["base"]["dev_bleu"]),
     }

@@ -74,8 +74,9 @@ def workstation(counts, jobs, out) -> None:
 
 
 def demo(counts, jobs, out) -> None:
-    # 4 translation models and 4 parser candidates; generated archives, nothing downloaded
-    assert counts["train"] == 8 and counts["generate_archive"] == 2 and "download" not in counts
+    # 5 translation rows (base with 3 seeds, one head with 2: 8 models) and 4 parser candidates;
+    # generated archives, nothing downloaded
+    assert counts["train"] == 12 and counts["generate_archive"] == 2 and "download" not in counts
     assert counts["table"] == 3 and counts["select"] == 1 and counts["measure_table1"] == 1
 
 

@@ -87,6 +87,7 @@ BASE = {
     "P_drop": 0.1,
     "positional": "sinusoidal",
     "pre_norm": False,
+    "init": "t2t",
 }
 BIG = {**BASE, "d_model": 1024, "d_ff": 4096, "h": 16, "P_drop": 0.3}
 
@@ -132,7 +133,8 @@ def test_table2_cells_deltas_and_pending(tmp_path):
     # CSV and Markdown carry the same values
     md = markdown_document(2, rows)
     table = list(csv.DictReader(io.StringIO(to_csv(rows))))
-    assert table[0]["bleu"] == "27.9" and "| base-en-de | done | 27.30 | 27.90 | 0.60 | 27.10 | the paper's |" in md
+    assert table[0]["bleu"] == "27.9"
+    assert "| base-en-de | done | 27.30 | 27.90 |  | 1 | 0.60 | 27.10 | the paper's |" in md  # no spread: 1 seed
     assert "| big-en-de | pending (step 120000/300000) | 28.40 |" in md
     assert "Transformer (big)" in md  # the paper's rows for context
     assert "| Transformer (base) | 27.30 | 38.10 | 3.3e+18 | 3.3e+18 |" in md  # costs in FLOPs, not 19 digits

@@ -173,6 +173,20 @@ def get_candidates(wildcards):
     return STUDY.candidates(wildcards.experiment)
 
 
+def get_other_seeds(wildcards):
+    return [
+        r for r in STUDY.replicates(wildcards.experiment) if r != wildcards.experiment
+    ]
+
+
+def get_seed_models(wildcards):
+    return [LAYOUT.final_checkpoint(r) for r in get_other_seeds(wildcards)]
+
+
+def get_seed_metrics(wildcards):
+    return [LAYOUT.metrics(r) for r in get_other_seeds(wildcards)]
+
+
 def get_source(wildcards):
     return LAYOUT.text(get_dataset(wildcards), wildcards.testset, "src")
 

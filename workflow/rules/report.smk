@@ -4,6 +4,7 @@
 rule figures:
     input:
         model=LAYOUT.final_checkpoint("{experiment}"),
+        seed_models=get_seed_models,  # the row's other seeds, whose dev perplexity is drawn too
         spm_src=get_spm_src,
         dev_src=get_dev_src,
     output:
@@ -31,7 +32,9 @@ rule figures:
         "../../envs/torch.yaml"
     params:
         metrics=lambda w: LAYOUT.metrics(w.experiment),
+        seeds=get_seed_metrics,
     shell:
         "python -m aiayn figures --name {wildcards.experiment:q} --metrics {params.metrics:q} --model {input.model:q}"
+        " --seed-metrics {params.seeds:q}"
         " --spm-src {input.spm_src:q} --dev-src {input.dev_src:q} --curves {output.curves:q} --lr-plot {output.lr:q}"
         " --attention {output.attention:q} >> {log:q} 2>&1"

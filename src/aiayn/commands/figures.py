@@ -9,6 +9,12 @@ from aiayn.report.figures import write_figures
 def add_arguments(parser):
     parser.add_argument("--name", required=True, help="experiment name (titles)")
     parser.add_argument("--metrics", required=True, help="the run's metrics.jsonl")
+    parser.add_argument(
+        "--seed-metrics",
+        nargs="*",
+        default=[],
+        help="metrics.jsonl of the row's other seeds: their dev perplexity is drawn beside the run's",
+    )
     parser.add_argument("--model", required=True, help="checkpoint whose attention is drawn")
     parser.add_argument("--spm-src", required=True, help="source sentencepiece model")
     parser.add_argument("--dev-src", required=True, help="dev source text; its first sentence of 5-25 pieces is shown")
@@ -27,5 +33,6 @@ def run(args) -> int:
         curves=args.curves,
         lr_plot=args.lr_plot,
         attention=args.attention,
+        seeds=tuple(args.seed_metrics),
     )
     return 0

@@ -33,7 +33,9 @@ def save(fig, out, dpi: int = 90) -> None:
     pyplot().close(fig)
 
 
-def learning_curves(path, out, title: str) -> None:
+def learning_curves(path, out, title: str, seeds: tuple = ()) -> None:
+    """Train loss and dev perplexity by update, loss by wall time and throughput of the run at
+    `path`; `seeds`: the metrics of its row's other seeds, whose dev perplexity is drawn beside it."""
     records = metrics.read(path)
     progress, dev = records.progress, records.dev
     fig, axes = pyplot().subplots(1, 3, figsize=(13, 3.6))
@@ -42,8 +44,15 @@ def learning_curves(path, out, title: str) -> None:
     axes[0].set_xlabel("update")
     axes[0].set_ylabel("loss per target token")
     ax2 = axes[0].twinx()
-    ax2.plot([r["step"] for r in dev], [r["dev_ppl"] for r in dev], "o-", color="C1", label="dev perplexity")
-    ax2.set_ylabel("dev perplexity")
+    own = f"dev perplexity ({Path(path).parent.name})" if seeds else "dev perplexity"
+    ax2.plot([r["step"] for r in dev], [r["dev_ppl"] for r in dev], "o-", color="C1", label=own)
+    for i, other in enumerate(seeds):  # the spread over seeds, seen as it grows
+        d = metrics.read(other).dev
+        color = f"C{2 + i % 8}"
+        label = f"dev perplexity ({Path(other).parent.name})"
+        ax2.plot([r["step"] for r in d], [r["dev_ppl"] for r in d], "o--", color=color, label=label, markersize=3)
+    ax2.set_ylabel("dev perplexity (log scale)")
+    ax2.set_yscale("log")  # the end of the curves, where seeds and variations differ, stays readable
     # one legend for both axes: the dev line lives on the twin axis, whose handles legend() alone misses
     lines = axes[0].get_lines() + ax2.get_lines()
     axes[0].legend(lines, [line.get_label() for line in lines], loc="upper right", fontsize=8)
@@ -84,12 +93,16 @@ def attention_maps(weights, src_tokens: list[str], out, title: str, heads: int =
     save(fig, out)
 
 
-def write_figures(name: str, metrics_path, model_path, spm_src, dev_src, *, curves, lr_plot, attention) -> None:
-    """One experiment's learning curves, learning-rate schedule (from its metrics) and the encoder
-    self-attention of its model on the first dev sentence of 5-25 pieces (last layer, first heads)."""
-    if not Path(metrics_path).is_file():
-        raise UserError(f"{metrics_path}: no metrics file; the run's training writes it")
-    learning_curves(metrics_path, curves, f"{name}: training")
+def write_figures(
+    name: str, metrics_path, model_path, spm_src, dev_src, *, curves, lr_plot, attention, seeds: tuple = ()
+) -> None:
+    """One experiment's learning curves (with the dev perplexity of its row's other `seeds`: their
+    metrics files), learning-rate schedule (from its metrics) and the encoder self-attention of its
+    model on the first dev sentence of 5-25 pieces (last layer, first heads)."""
+    for path in (metrics_path, *seeds):
+        if not Path(path).is_file():
+            raise UserError(f"{path}: no metrics file; the run's training writes it")
+    learning_curves(metrics_path, curves, f"{name}: training", seeds=tuple(seeds))
     learning_rate(metrics_path, lr_plot, f"{name}: learning rate (§5.3)")
     model = ckpt.rebuild(ckpt.load(model_path)).eval()
     sp = vocab.load(spm_src)

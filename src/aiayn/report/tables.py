@@ -17,6 +17,7 @@ from pathlib import Path
 from aiayn.data.corpus import read_lines
 from aiayn.errors import UserError
 from aiayn.evaluation import baselines
+from aiayn.evaluation.replicates import SIGNIFICANCE, mean_and_spread, stratified_ar_p
 from aiayn.evaluation.score import paired_bootstrap_p
 from aiayn.io import atomic_paths
 from aiayn.report import paper
@@ -56,7 +57,7 @@ PAPER_TABLE4 = [
     ("Dyer et al. (2016)", "generative", 93.3),
 ]
 # the base model's columns of Table 3, the fallback when a table has no base row
-BASE_MODEL = {k: paper.MODEL["base"][k] for k in ("N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop")}
+BASE_MODEL = {k: paper.MODEL["base"][k] for k in ("N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "init")}
 
 
 def paper_cost(hours: float, gpus: int, gpu: str) -> float | None:
@@ -153,102 +154,143 @@ def _status(exp: dict, metrics: dict, scored: bool) -> str:
     return "pending"
 
 
+# the figures of a row that are averaged over its seeds (each with its spread, `<key>_s_sel`)
+SEED_METRICS = {2: ("bleu", "sacrebleu"), 3: ("dev_ppl", "dev_bleu"), 4: ("f1", "precision", "recall")}
+# the figure a row's delta against the paper is taken of
+DELTA_OF = {2: ("bleu", "bleu"), 4: ("f1", "f1")}
+
+
+def runs(exp: dict) -> list[tuple[int | None, dict]]:
+    """(seed, spec) of each run of a row: its `replicates` (Study.table_spec), the row's own spec
+    renamed for each; a spec without replicates is one run."""
+    replicates = exp.get("replicates") or [{"seed": None, "name": exp["name"]}]
+    return [(r["seed"], {**exp, "name": r["name"]}) for r in replicates]
+
+
+def over_seeds(table: int, exp: dict, one) -> dict:
+    """The row of `exp` over its seeds: `one(spec)` is the row of one run. The figures of
+    SEED_METRICS are the mean over the scored runs, each with its spread over them (`_s_sel`, the
+    sample standard deviation; None for one run); every other cell is the row's own run's; `seeds`
+    counts the runs, and `per_seed` keeps each run's row (the CSV's extra lines)."""
+    each = [(seed, one(spec)) for seed, spec in runs(exp)]
+    own = next(r for _, r in each if r["experiment"] == exp["name"])
+    done = [r for _, r in each if r["status"] == "done"]
+    row = {}
+    for key, value in own.items():
+        row[key] = value
+        if key in SEED_METRICS[table]:
+            values = [r[key] for r in done if r[key] is not None]
+            row[key], row[f"{key}_s_sel"] = mean_and_spread(values) if len(each) > 1 and values else (value, None)
+    if len(each) > 1 and len(done) < len(each):
+        row["status"] = f"pending ({len(done)} of {len(each)} seeds done)"
+    if table in DELTA_OF and row["delta"] is not None:
+        key, figure = DELTA_OF[table]
+        row["delta"] = row[key] - exp["paper"][figure]
+    row["seeds"] = len(each)
+    row["seed"] = each[0][0] if len(each) == 1 else None
+    row["replicate_of"] = None
+    row["per_seed"] = (
+        [{**r, "seeds": 1, "seed": seed, "replicate_of": exp["name"]} for seed, r in each] if len(each) > 1 else []
+    )
+    return row
+
+
 def table2(layout: Layout, experiments: list[dict]) -> list[dict]:
-    rows = []
-    for exp in experiments:
-        m = read_metrics(layout, exp["name"])
-        s = read_score(layout, exp["name"], exp["testset"])
-        ours = s["tokenized_bleu"]["score"] if s else None
-        theirs = exp["paper"].get("bleu")
-        flops = m["flops"]
-        peak = peak_flops(m["device"], m["precision"]) if m["device"] else None  # the run's own arithmetic
-        run = what_was_run(2, exp, m, s, layout, "bleu")
-        rows.append(
-            {
-                "experiment": exp["name"],
-                "dataset": exp["dataset"],
-                "testset": exp["testset"],
-                "status": _status(exp, m, bool(s)),
-                "paper_bleu": theirs,
-                "bleu": ours,
-                "delta": ours - theirs if ours is not None and run["comparable"] else None,
-                **run,
-                "sacrebleu": s["sacrebleu"]["score"] if s else None,
-                "lines": s["lines"] if s else None,
-                "averaged": exp["average"],
-                "averaged_steps": averaged_steps(layout, exp["name"]) if exp["average"] > 1 else None,
-                "gpu": m["device"],
-                "gpus": m["gpus"],
-                "gpu_hours": m["hours"] * (m["gpus"] or 0),
-                "cost_flops_paper_formula": paper_cost(m["hours"], m["gpus"], m["device"]) if m["gpus"] else None,
-                "model_flops": flops,
-                "mfu": flops / (m["hours"] * 3600 * m["gpus"] * peak) if flops and peak and m["hours"] else None,
-                "sacrebleu_signature": s["sacrebleu"]["signature"] if s else None,
-            }
-        )
-    return rows
+    return [over_seeds(2, exp, lambda spec: row2(layout, spec)) for exp in experiments]
+
+
+def row2(layout: Layout, exp: dict) -> dict:
+    m = read_metrics(layout, exp["name"])
+    s = read_score(layout, exp["name"], exp["testset"])
+    ours = s["tokenized_bleu"]["score"] if s else None
+    theirs = exp["paper"].get("bleu")
+    flops = m["flops"]
+    peak = peak_flops(m["device"], m["precision"]) if m["device"] else None  # the run's own arithmetic
+    run = what_was_run(2, exp, m, s, layout, "bleu")
+    return {
+        "experiment": exp["name"],
+        "dataset": exp["dataset"],
+        "testset": exp["testset"],
+        "status": _status(exp, m, bool(s)),
+        "paper_bleu": theirs,
+        "bleu": ours,
+        "delta": ours - theirs if ours is not None and run["comparable"] else None,
+        **run,
+        "sacrebleu": s["sacrebleu"]["score"] if s else None,
+        "lines": s["lines"] if s else None,
+        "averaged": exp["average"],
+        "averaged_steps": averaged_steps(layout, exp["name"]) if exp["average"] > 1 else None,
+        "gpu": m["device"],
+        "gpus": m["gpus"],
+        "gpu_hours": m["hours"] * (m["gpus"] or 0),
+        "cost_flops_paper_formula": paper_cost(m["hours"], m["gpus"], m["device"]) if m["gpus"] else None,
+        "model_flops": flops,
+        "mfu": flops / (m["hours"] * 3600 * m["gpus"] * peak) if flops and peak and m["hours"] else None,
+        "sacrebleu_signature": s["sacrebleu"]["signature"] if s else None,
+    }
 
 
 def table3(layout: Layout, experiments: list[dict]) -> list[dict]:
     base = next((e for e in experiments if e.get("row") == "base"), None)
-    rows = []
-    for exp in experiments:
-        m = read_metrics(layout, exp["name"])
-        s = read_score(layout, exp["name"], exp["testset"])
-        model = exp["model"]
-        changed = {
-            k: v for k, v in model.items() if k in BASE_MODEL and v != (base or {"model": BASE_MODEL})["model"].get(k)
-        }
-        if exp["eps_ls"] != (base or {}).get("eps_ls", 0.1):
-            changed["eps_ls"] = exp["eps_ls"]
-        if model.get("positional") == "learned":
-            changed["positional"] = "learned"
-        row = {
-            "row": exp.get("row"),
-            "experiment": exp["name"],
-            "status": _status(exp, m, bool(s)),
-            **what_was_run(3, exp, m, s, layout, "dev_bleu"),
-            "changes": ", ".join(f"{k}={v}" for k, v in changed.items()) if exp.get("row") != "base" else "(base)",
-            **{k: model[k] for k in ("N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop")},
-            "eps_ls": exp["eps_ls"],
-            "steps": exp["steps"],
-            "dev_ppl": m["dev_ppl"],
-            "paper_dev_ppl": exp["paper"].get("dev_ppl"),
-            "dev_bleu": s["tokenized_bleu"]["score"] if s else None,
-            "paper_dev_bleu": exp["paper"].get("dev_bleu"),
-            "params_M": m["params"] / 1e6 if m["params"] else None,
-            "paper_params_M": exp["paper"].get("params_m"),
-            "p_value_vs_base": None,
-        }
-        rows.append(row)
-    return rows
+    return [over_seeds(3, exp, lambda spec: row3(layout, spec, base)) for exp in experiments]
+
+
+def row3(layout: Layout, exp: dict, base: dict | None) -> dict:
+    m = read_metrics(layout, exp["name"])
+    s = read_score(layout, exp["name"], exp["testset"])
+    model = exp["model"]
+    changed = {
+        k: v for k, v in model.items() if k in BASE_MODEL and v != (base or {"model": BASE_MODEL})["model"].get(k)
+    }
+    if exp["eps_ls"] != (base or {}).get("eps_ls", 0.1):
+        changed["eps_ls"] = exp["eps_ls"]
+    if model.get("positional") == "learned":
+        changed["positional"] = "learned"
+    return {
+        "row": exp.get("row"),
+        "experiment": exp["name"],
+        "status": _status(exp, m, bool(s)),
+        **what_was_run(3, exp, m, s, layout, "dev_bleu"),
+        "changes": ", ".join(f"{k}={v}" for k, v in changed.items()) if exp.get("row") != "base" else "(base)",
+        **{k: model[k] for k in ("N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop")},
+        "eps_ls": exp["eps_ls"],
+        "steps": exp["steps"],
+        "dev_ppl": m["dev_ppl"],
+        "paper_dev_ppl": exp["paper"].get("dev_ppl"),
+        "dev_bleu": s["tokenized_bleu"]["score"] if s else None,
+        "paper_dev_bleu": exp["paper"].get("dev_bleu"),
+        "params_M": m["params"] / 1e6 if m["params"] else None,
+        "paper_params_M": exp["paper"].get("params_m"),
+        "p_value_vs_base": None,
+        "test": None,
+        "significant": None,
+    }
 
 
 def table4(layout: Layout, experiments: list[dict]) -> list[dict]:
-    rows = []
-    for exp in experiments:
-        m = read_metrics(layout, exp["name"])
-        s = read_score(layout, exp["name"], exp["testset"])
-        run = what_was_run(4, exp, m, s, layout, "f1")
-        f1 = s["all"]["f1"] if s else None
-        rows.append(
-            {
-                "row": exp.get("row"),
-                "experiment": exp["name"],
-                "status": _status(exp, m, bool(s)),
-                "paper_f1": exp["paper"].get("f1"),
-                "f1": f1,
-                "delta": f1 - exp["paper"]["f1"] if f1 is not None and run["comparable"] else None,
-                "testset": exp["testset"],
-                "lines": s["all"]["sentences"] if s else None,
-                "selected_on_dev": selected_candidate(layout, exp["name"]),
-                **run,
-                "precision": s["all"]["precision"] if s else None,
-                "recall": s["all"]["recall"] if s else None,
-                "error_sentences": s["all"]["error_sentences"] if s else None,
-            }
-        )
-    return rows
+    return [over_seeds(4, exp, lambda spec: row4(layout, spec)) for exp in experiments]
+
+
+def row4(layout: Layout, exp: dict) -> dict:
+    m = read_metrics(layout, exp["name"])
+    s = read_score(layout, exp["name"], exp["testset"])
+    run = what_was_run(4, exp, m, s, layout, "f1")
+    f1 = s["all"]["f1"] if s else None
+    return {
+        "row": exp.get("row"),
+        "experiment": exp["name"],
+        "status": _status(exp, m, bool(s)),
+        "paper_f1": exp["paper"].get("f1"),
+        "f1": f1,
+        "delta": f1 - exp["paper"]["f1"] if f1 is not None and run["comparable"] else None,
+        "testset": exp["testset"],
+        "lines": s["all"]["sentences"] if s else None,
+        "selected_on_dev": selected_candidate(layout, exp["name"]),
+        **run,
+        "precision": s["all"]["precision"] if s else None,
+        "recall": s["all"]["recall"] if s else None,
+        "error_sentences": s["all"]["error_sentences"] if s else None,
+    }
 
 
 TITLES = {
@@ -257,6 +299,12 @@ TITLES = {
     4: "Table 4: English constituency parsing (test-set F1, EVALB; WSJ 23 in the paper)",
 }
 
+
+SEEDS_NOTE = (
+    "seeds: the training runs of the row, one per seed (`seeds:` in the config); with several, each figure "
+    "is their mean, *_s_sel the sample standard deviation over them (the training noise), and the CSV has "
+    "one more line per seed (seed, replicate_of)."
+)
 
 SETTING_NOTE = (
     "\nsetting: \"the paper's\" when the run is the paper's setting of its row (model, updates and tokens per "
@@ -295,6 +343,8 @@ def markdown_document(number: int, rows: list[dict], study: str | None = None) -
             "status",
             "paper_bleu",
             "bleu",
+            "bleu_s_sel",
+            "seeds",
             "delta",
             "sacrebleu",
             "setting",
@@ -314,7 +364,9 @@ def markdown_document(number: int, rows: list[dict], study: str | None = None) -
         parts.append(to_markdown(rows, cols))
         parts.append(
             "\nbleu: tokenized BLEU as the paper measured it (Moses tokenizer, compound splitting for EN-DE); "
-            "sacrebleu: detokenized sacreBLEU; delta = bleu - paper_bleu. Training cost by the paper's footnote 5 "
+            "sacrebleu: detokenized sacreBLEU; delta = bleu - paper_bleu. "
+            + SEEDS_NOTE
+            + " Training cost by the paper's footnote 5 "
             "(hours x GPUs x the GPU's FP32 TFLOPS: "
             + ", ".join(f"{k} {v['fp32'] / 1e12:g}" for k, v in PEAKS.items() if "fp32" in v)
             + "); model_flops: the training FLOPs counted from every update's batches (encoder on source, decoder "
@@ -342,19 +394,30 @@ def markdown_document(number: int, rows: list[dict], study: str | None = None) -
             "changes",
             "setting",
             "updates",
+            "seeds",
             "dev_ppl",
+            "dev_ppl_s_sel",
             "paper_dev_ppl",
             "dev_bleu",
+            "dev_bleu_s_sel",
             "paper_dev_bleu",
             "params_M",
             "paper_params_M",
             "p_value_vs_base",
+            "significant",
+            "test",
         ]
         parts.append(to_markdown(rows, cols))
         parts.append(
             "\ndev_ppl: per-piece perplexity on the dev set at the last checkpoint (depends on eps_ls, as the "
-            "paper says); dev_bleu: tokenized BLEU of the last checkpoint, no averaging; p_value_vs_base: "
-            "sacreBLEU paired bootstrap against the base row.\n"
+            "paper says); dev_bleu: tokenized BLEU of the last checkpoint, no averaging. "
+            + SEEDS_NOTE
+            + " p_value_vs_base: the difference of sacreBLEU's BLEU (13a) to the base row's, tested as `test` "
+            "says: where both rows have several seeds, MultEval's stratified approximate randomization (Clark "
+            "et al. 2011) over every seed's translations, replicate j paired with base's replicate j, which "
+            "accounts for training noise; where either has one seed, sacreBLEU's paired bootstrap (Koehn 2004) "
+            "of the two runs, which measures test-set sampling only. significant: p < "
+            f'{SIGNIFICANCE:g}; a "no" row\'s difference to base may be noise.\n'
         )
     else:
         parts.append(
@@ -366,6 +429,8 @@ def markdown_document(number: int, rows: list[dict], study: str | None = None) -
                     "status",
                     "paper_f1",
                     "f1",
+                    "f1_s_sel",
+                    "seeds",
                     "delta",
                     "setting",
                     "selected_on_dev",
@@ -379,6 +444,7 @@ def markdown_document(number: int, rows: list[dict], study: str | None = None) -
                 ],
             )
         )
+        parts.append("\n" + SEEDS_NOTE + "\n")
         parts.append(
             "\nThe paper's rows:\n\n" + to_markdown([{"parser": p, "training": t, "F1": f} for p, t, f in PAPER_TABLE4])
         )
@@ -399,17 +465,47 @@ def with_extra_rows(rows: list[dict], extra: list[dict]) -> list[dict]:
     return rows + [{**{k: None for k in columns}, **r} for r in extra]
 
 
+def scored_runs(layout: Layout, exp: dict) -> list[dict]:
+    """The score records of a row's runs that are scored, in seed order."""
+    return [sc for _, spec in runs(exp) if (sc := read_score(layout, spec["name"], spec["testset"]))]
+
+
 def add_p_values(rows: list[dict], layout: Layout, experiments: list[dict], samples: int) -> None:
-    """Table 3's p_value_vs_base: each scored row's dev-set translations against the base row's."""
+    """Table 3's p_value_vs_base, `test` and `significant`: each scored row against the base row,
+    over every seed where both rows have several (aiayn.evaluation.replicates.stratified_ar_p),
+    else the two rows' own runs by sacreBLEU's paired bootstrap."""
     base = next((e for e in experiments if e.get("row") == "base"), None)
-    base_score = base and read_score(layout, base["name"], base["testset"])
-    if not base_score:
+    base_runs = scored_runs(layout, base) if base else []
+    if not base_runs:
         return
-    ref, base_hyp = list(read_lines(base_score["ref"])), list(read_lines(base_score["hyp"]))
+    ref = list(read_lines(base_runs[0]["ref"]))
+    hyps = lambda records: [list(read_lines(r["hyp"])) for r in records]  # noqa: E731
+    base_own = read_score(layout, base["name"], base["testset"])
     for exp, row in zip(experiments, rows):
-        score = read_score(layout, exp["name"], exp["testset"])
-        if score and exp is not base:
-            row["p_value_vs_base"] = paired_bootstrap_p(ref, base_hyp, list(read_lines(score["hyp"])), samples)
+        if exp is base:
+            continue
+        ours = scored_runs(layout, exp)
+        own = read_score(layout, exp["name"], exp["testset"])
+        if len(ours) > 1 and len(base_runs) > 1:
+            k = min(len(ours), len(base_runs))
+            row["p_value_vs_base"] = stratified_ar_p(ref, hyps(base_runs[:k]), hyps(ours[:k]), samples)
+            row["test"] = f"stratified approximate randomization, {k} seeds each"
+        elif own and base_own:
+            row["p_value_vs_base"] = paired_bootstrap_p(ref, *hyps([base_own, own]), samples)
+            row["test"] = "paired bootstrap, one run each (test-set noise only)"
+        else:
+            continue
+        row["significant"] = "yes" if row["p_value_vs_base"] < SIGNIFICANCE else "no"
+
+
+def csv_rows(rows: list[dict]) -> list[dict]:
+    """The CSV's lines: each row (without its `per_seed`), followed by its runs' own rows when it has
+    several seeds."""
+    out = []
+    for row in rows:
+        out.append({k: v for k, v in row.items() if k != "per_seed"})
+        out += row.get("per_seed") or []
+    return out
 
 
 def check_spec(experiments: list) -> None:
@@ -460,7 +556,7 @@ def write_table(
     csv_path = Path(out_csv or md.with_suffix(".csv"))
     with atomic_paths(md, csv_path) as (tmp_md, tmp_csv):
         tmp_md.write_text(markdown_document(number, rows, study), encoding="utf-8")
-        tmp_csv.write_text(to_csv(rows), encoding="utf-8")
+        tmp_csv.write_text(to_csv(csv_rows(rows)), encoding="utf-8")
     names = {e["name"] for e in experiments}
     done = sum(r["status"] == "done" for r in rows if r.get("experiment") in names)
     log(f"table {number}: {done}/{len(experiments)} experiments done -> {md}, {csv_path}")

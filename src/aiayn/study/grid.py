@@ -23,7 +23,8 @@ from aiayn.study import experiment as experiment_json
 from aiayn.study.config import ConfigError
 from aiayn.study.layout import Layout, archive_filename
 
-# what `table_spec` says of each experiment of a table (the tables command's --experiments)
+# what `table_spec` says of each experiment of a table (the tables command's --experiments), and
+# `replicates` (its runs, one per seed), which a hand-made spec may leave out (one run)
 TABLE_SPEC_KEYS = ("name", "row", "dataset", "testset", "model", "eps_ls", "steps", "average", "paper", "scoring",
                    "preset", "task", "pair", "train", "decode")  # fmt: skip
 
@@ -59,6 +60,51 @@ class Study:
                 self.experiments[name] = exp = self._resolve(name)
                 for candidate in self._candidates(exp):
                     self.experiments[candidate["name"]] = candidate
+                for replicate in self._replicates(exp):
+                    self.experiments[replicate["name"]] = replicate
+
+    # -- seeds (replicates of one row) -------------------------------------------------------------
+    def _replicates(self, exp: dict) -> list[dict]:
+        """One more training per extra seed of the experiment's `seeds` (or the study's), named
+        `<name>.seed-<s>`, decoded and scored as the experiment is, reported in its row. The
+        experiment itself is the replicate of its own `train.seed` (so a run trained before seeds
+        were added is kept), or of the first seed listed if that one is not among them."""
+        where = f"experiments.{exp['name']}.seeds"
+        own = list(self.config["experiments"][exp["name"]].get("seeds") or [])
+        if own and exp.get("candidates"):
+            raise ConfigError(
+                f"{where}: a selected experiment (tune) trains one candidate per setting, with one seed; "
+                "give seeds to an experiment without a tune grid"
+            )
+        # the study-wide seeds apply to every experiment without a tune grid
+        seeds = own or ([] if exp.get("candidates") else list(self.config.get("seeds") or []))
+        if not seeds:
+            seeds = [exp["train"]["seed"]]
+        if exp["train"]["seed"] not in seeds:
+            exp["train"]["seed"] = seeds[0]
+        exp["seeds"] = seeds
+        out = []
+        for seed in seeds:
+            if seed == exp["train"]["seed"]:
+                continue
+            if f"{exp['name']}.seed-{seed}" in self.config["experiments"]:
+                raise ConfigError(
+                    f"{where}: seed {seed}'s run would be named {exp['name']}.seed-{seed}, an experiment of "
+                    "its own in this config; rename that experiment"
+                )
+            out.append(
+                {
+                    **copy.deepcopy(exp),
+                    "name": f"{exp['name']}.seed-{seed}",
+                    "train": {**exp["train"], "seed": seed},
+                    "tables": [],
+                    "row": None,
+                    "paper": {},
+                    "replicate_of": exp["name"],
+                }
+            )
+        exp["replicates"] = [exp["name"] if s == exp["train"]["seed"] else f"{exp['name']}.seed-{s}" for s in seeds]
+        return out
 
     # -- selection on the dev set (§6.3) ---------------------------------------------------------
     def _candidates(self, exp: dict) -> list[dict]:
@@ -113,8 +159,13 @@ class Study:
 
     @property
     def reported(self) -> list[str]:
-        """Experiments of some table (not the selection candidates)."""
+        """Experiments of some table (not the selection candidates, not the extra seeds of a row)."""
         return [n for n, e in self.experiments.items() if e["tables"]]
+
+    def replicates(self, experiment: str) -> list[str]:
+        """The runs of `experiment`'s row, one per seed in the order of its `seeds` (itself alone
+        without seeds)."""
+        return list(self.experiment(experiment).get("replicates") or [experiment])
 
     def _cannot_run(self, name: str) -> str | None:
         ds_name = self.config["experiments"][name]["dataset"]
@@ -295,7 +346,9 @@ class Study:
             wanted = {2: (ds["test"], averaged), 3: (ds["dev"], "final"), 4: (ds["test"], averaged)}
             if exp.get("selects_for") and table is None:  # a candidate: scored on the dev set only
                 plan.setdefault((name, ds["dev"]), Evaluation(name, ds["dev"], "final"))
-            for t in exp["tables"]:
+            # an extra seed is evaluated as its row's experiment is
+            tables = self.experiments[exp["replicate_of"]]["tables"] if exp.get("replicate_of") else exp["tables"]
+            for t in tables:
                 if table in (None, t):
                     testset, model = wanted[t]
                     plan.setdefault((name, testset), Evaluation(name, testset, model))
@@ -307,6 +360,8 @@ class Study:
         out = []
         for ev in self.evaluations(table):
             exp = self.experiment(ev.experiment)
+            if exp.get("replicate_of"):  # read through its row's `replicates`
+                continue
             out.append(
                 {
                     "name": ev.experiment,
@@ -325,6 +380,10 @@ class Study:
                     "pair": [self.dataset(exp["dataset"]).get(s) for s in ("src", "tgt")],
                     "train": {k: exp["train"][k] for k in ("steps", "tokens_per_update", "warmup_steps", "eps_ls")},
                     "decode": exp["decode"],
+                    # the runs of the row, one per seed: [{"seed", "name"}] (the row's own name alone without seeds)
+                    "replicates": [
+                        {"seed": self.experiment(n)["train"]["seed"], "name": n} for n in self.replicates(ev.experiment)
+                    ],
                 }
             )
         return out
