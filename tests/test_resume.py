@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -19,7 +20,7 @@ from aiayn.data import binary
 from aiayn.errors import UserError
 from aiayn.training import checkpoint, metrics
 from aiayn.training.distributed import Deadline
-from aiayn.training.trainer import EXIT_DONE, EXIT_NONFINITE, rate, run
+from aiayn.training.trainer import EXIT_DONE, EXIT_NONFINITE, EXIT_PEER_LOST, rate, run
 
 
 def test_changed_settings_start_afresh_and_keep_the_old_run(tmp_path):
@@ -218,6 +219,87 @@ def test_a_nonfinite_loss_on_one_rank_stops_every_rank(tmp_path):
     assert "the loss is not finite at step 4" in done.stdout, done.stdout + done.stderr[-3000:]
     assert done.returncode != 0 and done.stderr.count(f"exitcode  : {EXIT_NONFINITE} ") == 2  # both ranks
     assert not list((tmp_path / "checkpoints").glob("checkpoint_*.pt"))
+
+
+KILL_RANK_1 = textwrap.dedent(
+    """
+    import os, signal, sys
+    import aiayn.training.trainer as train
+    real = train.Trainer.update
+    def update(self):
+        if os.environ["RANK"] == "1" and self.step == int(os.environ["AIAYN_TEST_KILL_AT"]):
+            os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer or a lost node would
+        return real(self)
+    train.Trainer.update = update
+    from aiayn.cli import main
+    sys.exit(main(sys.argv[1:]))
+    """
+)
+
+
+def test_a_rank_killed_mid_run_ends_the_job_and_a_rerun_resumes(tmp_path):
+    """Rank 1 is killed (SIGKILL) after the checkpoint of step 10: rank 0 does not wait in a collective
+    for a peer that is gone; it stops with exit 4 and one line saying so, and which checkpoint is kept.
+    Run again, the training resumes from that checkpoint to the weights of a run never killed."""
+    settings = toy.settings(steps=30, tokens_per_update=400, max_tokens=200, checkpoint_interval=10, log_interval=5)
+    args = toy.train_command(tmp_path / "run", settings)
+    script = tmp_path / "kill_rank_1.py"
+    script.write_text(KILL_RANK_1)
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2"]
+    torchrun += ["--monitor-interval", "5", "--master-addr", "127.0.0.1"]  # rank 0 ends by itself first
+    env = {**toy.env_for_subprocess(), "AIAYN_TEST_KILL_AT": "13"}
+    killed = subprocess.run(
+        [*torchrun, "--master-port", str(toy.free_port()), str(script), *args[2:]],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    said = killed.stdout + killed.stderr
+    assert killed.returncode != 0, said[-3000:]
+    assert f"exitcode  : {EXIT_PEER_LOST} " in killed.stderr, said[-3000:]  # rank 0's own exit, not a hang
+    assert "exitcode  : -9 " in killed.stderr  # rank 1, killed
+    (line,) = [x for x in killed.stderr.splitlines() if x.startswith("error: rank 0 on ")]
+    # gloo's own words, first sentence only: "Connection closed by peer [127.0.0.1]:N", or "Read error
+    # [127.0.0.1]:N: Connection reset by peer", by which end of the socket saw it first
+    assert re.search(r"another process of this training job was lost \([^()]*Connection (closed|reset) by peer", line)
+    assert "GLHF" not in line, line
+    assert "stopping at step 13; the newest checkpoint (step 10) is kept: run again to resume (exit 4)" in line
+    assert "aiayn/training/" not in said  # no traceback through the trainer (torchrun's own report stays)
+    env["AIAYN_TEST_KILL_AT"] = "-1"
+    again = subprocess.run(
+        [*torchrun, "--master-port", str(toy.free_port()), str(script), *args[2:]],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert again.returncode == 0 and "resumed from step 10" in again.stdout, again.stderr[-3000:]
+    straight = subprocess.run(
+        [sys.executable, *toy.train_command(tmp_path / "straight", settings)],
+        env=toy.env_for_subprocess(),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert straight.returncode == 0, straight.stderr[-3000:]
+    toy.assert_same_weights(toy.final_weights(tmp_path / "run"), toy.final_weights(tmp_path / "straight"), exact=False)
+
+
+def test_only_a_collective_that_lost_its_peer_is_taken_for_a_lost_peer():
+    from aiayn.training.distributed import Env, peer_failure
+
+    two = Env(rank=0, world_size=2)
+    gloo = RuntimeError(
+        "[/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer [10.0.0.2]:35542. "
+        "This is typically caused by a remote worker crashing. GLHF!"
+    )
+    assert peer_failure(gloo, two) == "Connection closed by peer [10.0.0.2]:35542"
+    nccl = torch.distributed.DistBackendError("NCCL communicator was aborted on rank 0.\nmore")
+    assert peer_failure(nccl, two) == "NCCL communicator was aborted on rank 0"
+    assert peer_failure(gloo, Env()) is None  # one process has no peer
+    for bug in (RuntimeError("mat1 and mat2 shapes cannot be multiplied"), ValueError("gloo timed out")):
+        assert peer_failure(bug, two) is None  # a bug keeps its traceback
 
 
 FAKE_SQUEUE = """#!/bin/sh

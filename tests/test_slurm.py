@@ -1,9 +1,18 @@
-"""The cluster path for real: the tiny study through `--profile slurm` on a local Slurm (started by
-tests/slurm/slurm-ci.sh, as .ci/run does), GPU requests, 2-task training jobs (srun + torchrun) with
-a 2-minute time limit that each job meets by checkpointing, requeueing itself and resuming, and
-final weights equal to a single-process run's.
+"""The cluster path for real: the tiny study through `--profile slurm` on a local Slurm of two
+compute nodes (tests/slurm/slurm-ci.sh: node1 and node2, each its own network namespace, hostname
+and address, 2 fake GPUs each; .ci/run starts it), every job submitted with sbatch.
 
-Skipped where no Slurm cluster answers (`sinfo`): a user's laptop, or CI before `slurm-ci.sh up`.
+The base training runs as one job on both nodes (gpu=2 nodes=2 tasks=2 mpi=srun: one srun task,
+torchrun agent and gloo process per node, a c10d rendezvous on the first node), under a 2-minute
+time limit it cannot finish within: it stops on both nodes at the same step, writes one
+checkpoint, requeues itself and resumes. In the resumed job its process on node2 is killed: the
+job ends (nothing waits in a collective), Snakemake's run fails, and the next run resumes from the
+last checkpoint. The final weights equal, to 1e-5, those of the same training as one plain process
+with gradient accumulation 2.
+
+Skipped where that cluster does not answer (a user's laptop, or before `slurm-ci.sh up`), unless
+AIAYN_REQUIRE_SLURM=1 (set by .ci/run once it has started it): then a cluster that is not there
+fails the test.
 """
 
 from __future__ import annotations
@@ -12,6 +21,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -22,46 +32,134 @@ import toy
 import yaml
 from conftest import ROOT, tiny_demo_config
 
-from aiayn.training import checkpoint
+from aiayn.training import checkpoint, metrics
+from aiayn.training.trainer import EXIT_PEER_LOST
 
 pytestmark = pytest.mark.slurm
 
+NODES = ["node1", "node2"]  # the nodes of tests/slurm/slurm-ci.sh
 
-def slurm_up() -> bool:
+
+def idle_nodes() -> list[str]:
+    """The names of the idle nodes Slurm reports here ([] where no Slurm answers)."""
     if not shutil.which("sinfo"):
-        return False
-    run = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True)
-    return run.returncode == 0 and any(state in run.stdout for state in ("idle", "mix", "alloc"))
+        return []
+    run = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True)
+    if run.returncode:
+        return []
+    return sorted({n for n, _, state in (line.partition(" ") for line in run.stdout.splitlines()) if state == "idle"})
 
 
-def running_train_jobs() -> dict[str, str]:
-    """job id -> `scontrol show job` text of the running training jobs."""
+def squeue(job: str, fmt: str) -> str:
+    return subprocess.run(["squeue", "-h", "-j", job, "-o", fmt], capture_output=True, text=True).stdout.strip()
+
+
+def train_job_of(experiment: str) -> tuple[str, str] | None:
+    """(job id, `scontrol show job`) of `experiment`'s running training job, if there is one."""
     out = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i %k"], capture_output=True, text=True).stdout
-    jobs = {}
     for line in out.splitlines():
         job, _, comment = line.partition(" ")
         if "train" in comment:
-            jobs[job] = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
-    return jobs
+            info = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout
+            if f"/{experiment}/" in info or f"_{experiment}" in info or f"experiment={experiment}" in info:
+                return job, info
+    return None
 
 
-def watch_train_job(workdir, experiment: str, seen: dict) -> None:
-    """Record `scontrol show job` of `experiment`'s Slurm training job once it is seen running; once
-    the job has stopped at its time limit and requeued itself, give it a longer limit (as an
-    administrator may), so that the test ends whatever the machine's speed: the requeued job reads
-    the new limit from Slurm."""
-    metrics = workdir / "results" / experiment / "metrics.jsonl"
-    deadline = time.time() + 1500
-    while time.time() < deadline and "extended" not in seen:
-        if "scontrol" not in seen:
-            for job, info in running_train_jobs().items():
-                if f"experiment={experiment}" in info or f"/{experiment}/" in info or f"_{experiment}" in info:
-                    seen["job"], seen["scontrol"] = job, info
-        if metrics.exists() and '"event": "stop"' in metrics.read_text():
-            job = re.search(r"Slurm job (\d+) reaches its time limit", metrics.read_text()).group(1)
-            subprocess.run(["scontrol", "update", f"JobId={job}", "TimeLimit=30"], check=True)
-            seen["extended"] = job
-        time.sleep(1)
+def records(path, kind: str) -> list[dict]:
+    """The records of one kind (start, stop, dev, ...) of a metrics file being written."""
+    if not path.exists():
+        return []
+    found = []
+    for line in path.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:  # the line being written
+            continue
+        if metrics.kind(rec) == kind:
+            found.append(rec)
+    return found
+
+
+# the training process itself on one node, not its torchrun agent (python .../torchrun ... -m aiayn train)
+# or srun: torchrun starts each worker as `python -u -m aiayn train ...`
+KILL_WORKER = (
+    'me=$(readlink /proc/self/ns/net); for p in $(pgrep -f "python -u -m aiayn train"); do '
+    '[ "$(readlink /proc/$p/ns/net)" = "$me" ] && kill -KILL "$p" && echo "killed $p on $(hostname)"; done; true'
+)
+
+
+def kill_worker_on(job: str, node: str) -> str:
+    """SIGKILL the training process of `job` on `node`, from a step of the job itself on that node. The
+    nodes share this machine's process table (their namespaces are network and hostname only), so
+    the process is told apart by its network namespace."""
+    step = ["srun", "--jobid", job, "--overlap", "--gres=none", "--mem=0", "-w", node, "-N1", "-n1"]
+    run = subprocess.run([*step, "bash", "-c", KILL_WORKER], capture_output=True, text=True, timeout=60)
+    assert f"on {node}" in run.stdout, run.stdout + run.stderr
+    return run.stdout.strip()
+
+
+class Watcher(threading.Thread):
+    """What the test does to the base training job while Snakemake runs, as an administrator or a
+    failing node would, recording what it saw:
+    - once the job has stopped at its time limit (and requeued itself): read both nodes' stop lines,
+      give the job a longer limit (the trainer reads limits again every minute) and let the requeued
+      job start now (Slurm holds a requeued job for about 2 minutes);
+    - once the resumed job has written a checkpoint of its own: kill its process on node2, and time
+      how long the job takes to end."""
+
+    def __init__(self, workdir, experiment: str):
+        super().__init__(daemon=True)
+        self.workdir, self.experiment, self.seen = workdir, experiment, {}
+        self.metrics = workdir / "results" / experiment / "metrics.jsonl"
+        self.log = workdir / "results" / "logs" / "train" / f"{experiment}.log"
+        self.finish = threading.Event()
+
+    def run(self) -> None:
+        try:
+            self.watch()
+        except Exception as exc:  # seen by the test, which asserts on what was recorded
+            self.seen["error"] = repr(exc)
+
+    def wait(self, until, timeout: float):
+        deadline = time.time() + timeout
+        while time.time() < deadline and not self.finish.is_set():
+            found = until()
+            if found:
+                return found
+            time.sleep(0.5)
+        return None
+
+    def watch(self) -> None:
+        seen = self.seen
+        found = self.wait(lambda: train_job_of(self.experiment), 900)
+        if not found:
+            return
+        seen["job"], seen["scontrol"] = found
+        job = seen["job"]
+        stop = self.wait(lambda: records(self.metrics, "stop"), 600)
+        if not stop:
+            return
+        step = stop[0]["step"]
+        seen["stop"] = stop[0]
+        lines = re.compile(rf"^rank \d on (node\d): stops at step {step}$", re.M)
+        seen["stopped_on"] = self.wait(lambda: sorted(lines.findall(self.log.read_text())) == NODES and NODES, 60)
+        subprocess.run(["scontrol", "update", f"JobId={job}", "TimeLimit=30"], check=True)
+        if self.wait(lambda: squeue(job, "%T") == "PENDING", 120):
+            subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)
+        seen["extended"] = True
+        # the resumed job's own first checkpoint (a dev record after the resumed step), then the kill
+        resumed = self.wait(lambda: [s["step"] for s in records(self.metrics, "start") if s["step"] > 0], 600)
+        if not resumed:
+            return
+        after = self.wait(lambda: [d["step"] for d in records(self.metrics, "dev") if d["step"] > resumed[0]], 600)
+        if not after:
+            return
+        seen["killed"] = kill_worker_on(job, "node2")
+        seen["killed_after_checkpoint"], killed_at = after[-1], time.time()
+        if self.wait(lambda: squeue(job, "%T") not in ("RUNNING", "COMPLETING"), 300):
+            seen["ended_after_s"] = time.time() - killed_at
+        seen["log_after_kill"] = self.log.read_text()
 
 
 # .ci/run sets AIAYN_REQUIRE_SLURM=1 once it has started Slurm: then a Slurm that stopped answering
@@ -70,15 +168,35 @@ REQUIRED = os.environ.get("AIAYN_REQUIRE_SLURM") == "1"
 
 
 @pytest.mark.skipif(
-    not REQUIRED and not slurm_up(),
-    reason="no Slurm cluster answers here (CI starts one with tests/slurm/slurm-ci.sh up)",
+    not REQUIRED and idle_nodes() != NODES,
+    reason="no Slurm with the idle nodes node1 and node2 answers here "
+    "(tests/slurm/slurm-ci.sh up starts one; .ci/run does, as root)",
 )
-def test_tiny_study_through_the_slurm_profile(tmp_path):
-    assert slurm_up(), "AIAYN_REQUIRE_SLURM=1, but sinfo shows no usable node: see tests/slurm/slurm-ci.sh"
+def test_tiny_study_through_the_slurm_profile_on_two_nodes(tmp_path):
+    now = idle_nodes()
+    if REQUIRED:
+        assert now == NODES, (
+            f"AIAYN_REQUIRE_SLURM=1 (.ci/run sets it once tests/slurm/slurm-ci.sh up has started Slurm), "
+            f"but sinfo shows the idle nodes {now}, not {NODES}: see /var/log/slurm"
+        )
+    else:
+        assert now == NODES, (
+            f"at collection sinfo showed the idle nodes {NODES}; now it shows {now}: the cluster went away "
+            "or is busy with other jobs (squeue)"
+        )
     config = tiny_demo_config()
-    # ~40 s of training on 2 CPU processes: longer than the ~20 s a 2-minute job with a 90 s margin leaves
-    config["experiments"]["base"]["train"] = {"steps": 2400, "checkpoint_interval": 300, "log_interval": 50}
-    # micro-batches of 300 tokens, 2 per update: one per process in the 2-task jobs, 2 accumulated in
+    # what the cluster path needs, no more (2 two-node trainings at a time fit the 2 x 2 fake GPUs):
+    # one training per row (replicates are tested without Slurm, test_seeds), no tuning grid (test_e2e),
+    # one Table 3 row besides base
+    for spec in config["experiments"].values():
+        spec.pop("seeds", None)
+        spec.pop("tune", None)
+    for row in ("t3-D-ls0.0", "t3-init-fairseq"):
+        del config["experiments"][row]
+    # ~30 s of training on 2 CPU processes: longer than the ~20 s a 2-minute job with a 90 s margin
+    # leaves, and a checkpoint of the resumed job before its end, to kill it after
+    config["experiments"]["base"]["train"] = {"steps": 1600, "checkpoint_interval": 200, "log_interval": 50}
+    # micro-batches of 300 tokens, 2 per update: one per process in the 2-node jobs, 2 accumulated in
     # the single-process reference run, so both runs see the same micro-batches
     config["training"].update(tokens_per_update=600, max_tokens=300)
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(config))
@@ -86,11 +204,11 @@ def test_tiny_study_through_the_slurm_profile(tmp_path):
         "timeout",
         "-s",
         "KILL",
-        "1500",
+        "1200",
         sys.executable,
         "-m",
         "snakemake",
-        "all",
+        *(f"results/tables/table{n}.md" for n in (2, 3, 4)),
         "--cores",
         "8",
         "--profile",
@@ -102,11 +220,11 @@ def test_tiny_study_through_the_slurm_profile(tmp_path):
         "--replace-workflow-config",
         "--slurm-init-seconds-before-status-checks",
         "2",
-        # the CI node has 2 fake GPUs and ~20 GB: the rules' cluster-sized memory requests are lowered
-        # the training jobs run as 2 Slurm tasks (srun + one torchrun agent each), one fake GPU per task
+        # every training job on both nodes: 2 Slurm tasks, one per node (srun + one torchrun agent
+        # each), one fake GPU each; the CI nodes' 8 CPUs and ~20 GB: cluster-sized requests lowered
         "--set-resources",
         "train:gpu=2",
-        "train:nodes=1",
+        "train:nodes=2",
         "train:tasks=2",
         "train:mpi=srun",
         "train:cpus_per_task=2",
@@ -121,53 +239,87 @@ def test_tiny_study_through_the_slurm_profile(tmp_path):
         "encode:mem_mb=2000",
         "average:mem_mb=2000",
     ]
-    done: dict = {}
-    watcher = threading.Thread(target=watch_train_job, args=(tmp_path, "base", done), daemon=True)
+    watcher = Watcher(tmp_path, "base")
     watcher.start()
-    run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    watcher.join(timeout=5)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-6000:]
+    first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    watcher.finish.set()
+    watcher.join(timeout=10)
+    seen = watcher.seen
+    said = first.stdout[-3000:] + first.stderr[-6000:]
+    assert "error" not in seen, seen["error"]
+
+    # the base job ran on both nodes, with its GPUs asked of Slurm itself (the job as slurmctld
+    # holds it: TresPerJob=gres:gpu:2 for --gpus=2, or gres/gpu=2 in ReqTRES where accounting tracks GPUs)
+    assert seen.get("job"), "the base training job was never seen running\n" + said
+    assert re.search(r"(TresPerJob|ReqTRES)=\S*gres[/:]gpu[:=]2\b", seen["scontrol"]), seen["scontrol"]
+    assert re.search(r"\bNodeList=node\[1-2\]", seen["scontrol"]) and "NumNodes=2 " in seen["scontrol"]
+    # stopped at its time limit on both nodes at the same step, one checkpoint, requeued
+    assert seen.get("stop", {}).get("reason", "").endswith("reaches its time limit in 90 s or less"), seen
+    assert seen.get("stopped_on") == NODES, "the stop lines of both nodes were not in the log: " + str(seen)
+    assert seen.get("extended"), "the training job never stopped at its time limit"
+    # killed on node2 after a checkpoint of the resumed job: the job ended, by itself, at once
+    assert seen.get("killed"), f"the resumed job was never killed on node2: {seen}\n{said}"
+    assert seen.get("ended_after_s", 1e9) < 120, f"the job did not end after its process on node2 was killed: {seen}"
+    assert first.returncode not in (0, -9, 137), said  # Snakemake saw the job fail (and was not killed itself)
+    lost = re.search(
+        r"^error: rank \d on node1: another process of this training job was lost \((.*)\); stopping at step (\d+); "
+        rf"the newest checkpoint \(step (\d+)\) is kept: run again to resume \(exit {EXIT_PEER_LOST}\)$",
+        seen["log_after_kill"],
+        re.M,
+    )
+    assert lost, seen["log_after_kill"][-3000:]
+    kept = int(lost.group(3))
+    assert kept >= seen["killed_after_checkpoint"] and kept > seen["stop"]["step"]
+
+    # the references (one process, accumulation 2) train while Snakemake waits on Slurm
+    # (an experiment whose training the first run did not reach: after the second)
+    printed = first.stdout + first.stderr
+    references = {e: start_single_process_run(tmp_path, printed, e) for e in ("base", "big") if trains(printed, e)}
+    try:
+        # the user's rerun, with time enough for the rest (else every job stops again after 30 s)
+        rerun = [("train:runtime=30" if a == "train:runtime=2" else a) for a in cmd]
+        second = subprocess.run(rerun, cwd=ROOT, capture_output=True, text=True)
+        for e in {"base", "big"} - set(references):
+            references[e] = start_single_process_run(tmp_path, second.stdout + second.stderr, e)
+        references = {e: finish_single_process_run(started) for e, started in references.items()}
+    finally:
+        for started in references.values():
+            if isinstance(started, tuple) and started[0].poll() is None:
+                os.killpg(started[0].pid, signal.SIGKILL)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-6000:]
     results = tmp_path / "results"
     assert all((results / f"tables/table{n}.md").exists() for n in (2, 3, 4))
-    # the GPUs were asked of Slurm itself: the job as slurmctld holds it, not Snakemake's own job summary
-    # (TresPerJob=gres:gpu:2 for --gpus=2, or gres/gpu=2 in ReqTRES where accounting tracks GPUs)
-    assert re.search(r"(TresPerJob|ReqTRES)=\S*gres[/:]gpu[:=]2\b", done.get("scontrol", "")), done.get("scontrol")
-    output = run.stdout + run.stderr
+    assert f"resumed from step {kept}" in (results / "logs/train/base.log").read_text()
+    output = first.stdout + first.stderr + second.stdout + second.stderr
+    assert "Trying to restart job" not in output  # requeued by Slurm, never resubmitted by Snakemake
+
+    starts = records(results / "base/metrics.jsonl", "start")  # the log of each job that resumed
+    assert [s["step"] for s in starts] == [0, seen["stop"]["step"], kept], starts
     for experiment in ("base", "big"):
         log = (results / f"logs/train/{experiment}.log").read_text()
-        assert "on 2 x cpu (2 launcher tasks)" in log  # 2 srun tasks, one torchrun agent and process each
-        starts = [
-            json.loads(line)
-            for line in (results / experiment / "metrics.jsonl").read_text().splitlines()
-            if '"event": "start"' in line
-        ]
-        assert all(s["world_size"] == 2 and s["agents"] == 2 for s in starts)
-        # the same final model as one process with gradient accumulation 2 (dropout on, requeue or not)
-        reference = single_process_run(tmp_path, output, experiment)
+        assert "on 2 x cpu (2 launcher tasks on node" in log  # one srun task, torchrun agent and process per node
+        for start in records(results / experiment / "metrics.jsonl", "start"):
+            assert start["world_size"] == 2 and start["agents"] == 2 and sorted(start["hosts"]) == NODES, start
+        # the same final model as one process with gradient accumulation 2 (dropout on; stopped,
+        # requeued, killed and resumed or not)
+        reference = references[experiment]
         final = checkpoint.load(results / experiment / "checkpoints/last.pt")
         assert final["step"] == reference["step"]
         toy.assert_same_weights(final["model"], reference["model"], exact=False)
-    assert done.get("job"), "the base training job was never seen running"
-    # base trains longer than one job's time (big's 24 steps fit in one)
-    metrics = (results / "base/metrics.jsonl").read_text().splitlines()
-    starts = [json.loads(line)["step"] for line in metrics if '"event": "start"' in line]
-    assert len(starts) >= 2 and starts[0] == 0 and all(s > 0 for s in starts[1:])  # each requeue resumed
-    stops = [json.loads(line) for line in metrics if '"stop"' in line]  # the stopped job's log is replaced
-    assert stops and all(s["reason"].endswith("reaches its time limit in 90 s or less") for s in stops), stops
-    assert done.get("extended"), "the training job never stopped at its time limit"
-    assert [s["step"] for s in stops] == starts[1:]  # every stop written as a checkpoint, resumed from
-    assert f"resumed from step {starts[-1]}" in (results / "logs/train/base.log").read_text()
-    assert "Trying to restart job" not in output  # requeued by Slurm, never resubmitted by Snakemake
-    assert checkpoint.load(results / "base/checkpoints/last.pt")["step"] == 2400
+    assert checkpoint.load(results / "base/checkpoints/last.pt")["step"] == 1600
 
 
-def single_process_run(workdir, output: str, experiment: str) -> dict:
-    """Rerun `experiment`'s training as printed by Snakemake, as one plain process, outside Slurm."""
-    found = re.search(
-        rf"-m aiayn train (--settings \S*/{experiment}/experiment\.json .*?)"
-        r" --checkpoints \S+ --stop-margin \S+ --out \S+",
-        output,
-    )
+TRAIN_COMMAND = r"-m aiayn train (--settings \S*/{}/experiment\.json .*?) --checkpoints \S+ --stop-margin \S+ --out \S+"
+
+
+def trains(output: str, experiment: str) -> bool:
+    return re.search(TRAIN_COMMAND.format(experiment), output) is not None
+
+
+def start_single_process_run(workdir, output: str, experiment: str) -> tuple[subprocess.Popen, object]:
+    """Start `experiment`'s training as printed by Snakemake, as one plain process outside Slurm (in
+    its own process group: it runs beside the rest of the study)."""
+    found = re.search(TRAIN_COMMAND.format(experiment), output)
     assert found, f"no training command for {experiment} in the Snakemake output"
     ref = workdir / "reference" / experiment
     cmd = [
@@ -184,8 +336,23 @@ def single_process_run(workdir, output: str, experiment: str) -> dict:
     env = {
         k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "RANK", "WORLD_SIZE", "LOCAL_", "MASTER_"))
     }
+    # torch's own thread count, as in the Slurm jobs' processes: with another, rounding differs by
+    # 1e-10 after one update, which this tiny model's high learning rate amplifies to 0.3 in 40
     env["PYTHONPATH"] = str(ROOT / "src")
-    run = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=900)
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
-    assert "on 1 x cpu, 2 micro-batch(es)" in run.stdout + run.stderr
-    return checkpoint.load(ref / "last.pt")
+    proc = subprocess.Popen(
+        cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    return proc, ref / "last.pt"
+
+
+def finish_single_process_run(started: tuple[subprocess.Popen, object]) -> dict:
+    proc, out = started
+    try:
+        said, _ = proc.communicate(timeout=900)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, said[-3000:]
+    assert "on 1 x cpu, 2 micro-batch(es)" in said
+    return checkpoint.load(out)

@@ -388,7 +388,7 @@ def test_bad_input_is_one_clear_line(tmp_path):
 def test_an_unknown_gpu_says_its_peak_is_unknown():
     from aiayn.training.progress import format_start, start_record
 
-    rec = start_record(env=Env(), step=0, accumulation=1, budget=100, params=10, precision="bf16")
+    rec = start_record(env=Env(), step=0, accumulation=1, budget=100, params=10, precision="bf16", hosts=["h"])
 
     def line(device):
         return format_start({**rec, "device_name": device}, name="x", total=5)

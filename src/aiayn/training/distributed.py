@@ -7,8 +7,10 @@ the Slurm job requeues itself (`requeue`).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from dataclasses import dataclass
@@ -43,6 +45,46 @@ def setup(device: str = "auto") -> Env:
     if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
     return Env(rank, world, dev, agents=int(os.environ.get("GROUP_WORLD_SIZE", "1")))
+
+
+def hosts(env: Env) -> list[str]:
+    """The hostname of every rank, by rank (a collective under several processes): where the job
+    runs, in its start record and log."""
+    mine = socket.gethostname()
+    if env.world_size == 1:
+        return [mine]
+    every: list = [None] * env.world_size
+    dist.all_gather_object(every, mine)
+    return [str(h) for h in every]
+
+
+# what torch says when a collective loses a peer: gloo ("Connection closed by peer", "Connection
+# reset by peer", a broken pipe or a timeout) or NCCL (an aborted communicator, a watchdog timeout)
+PEER_LOST = (
+    "connection closed by peer",
+    "connection reset by peer",
+    "broken pipe",
+    "timed out",
+    "timeout",
+    "communicator was aborted",
+    "remote process exited",
+    "ncclremoteerror",
+    "ncclsystemerror",
+)
+
+
+def peer_failure(exc: BaseException, env: Env) -> str | None:
+    """The first line of torch's message if `exc` says another process of this job was lost (it
+    crashed, was killed, or its node went away), else None: under one process, or for any other
+    error, nothing is taken for a lost peer."""
+    if env.world_size == 1 or not isinstance(exc, RuntimeError):
+        return None
+    text = str(exc).strip()
+    distributed = isinstance(exc, getattr(dist, "DistError", ())) or "gloo" in text or "nccl" in text.lower()
+    if not distributed or not any(marker in text.lower() for marker in PEER_LOST):
+        return None
+    first = re.sub(r"^\[[^\]]*\]\s*", "", text.splitlines()[0])  # without gloo's [source file:line] prefix
+    return first.split(". ")[0].rstrip(".")  # its first sentence: gloo goes on with advice of its own
 
 
 def choose_device(text: str, local_rank: int = 0) -> torch.device:

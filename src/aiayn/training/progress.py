@@ -70,14 +70,17 @@ class Progress:
         return rec
 
 
-def start_record(*, env: Env, step: int, accumulation: int, budget: int, params: int, precision: str) -> dict:
-    """The record of a job's (re)start: where and how it trains."""
+def start_record(
+    *, env: Env, step: int, accumulation: int, budget: int, params: int, precision: str, hosts: list[str]
+) -> dict:
+    """The record of a job's (re)start: where and how it trains (`hosts`: every rank's hostname)."""
     return {
         "event": "start",
         "aiayn": __version__,
         "step": step,
         "world_size": env.world_size,
         "agents": env.agents,
+        "hosts": hosts,
         "accumulation": accumulation,
         "budget": budget,
         "params": params,
@@ -89,7 +92,10 @@ def start_record(*, env: Env, step: int, accumulation: int, budget: int, params:
 
 def format_start(rec: dict, *, name: str, total: int) -> str:
     """The log line of a start record of run `name`, to end at update `total`."""
-    tasks = f" ({rec['agents']} launcher tasks)" if rec["agents"] > 1 else ""
+    tasks = ""
+    if rec["agents"] > 1:
+        where = list(dict.fromkeys(rec.get("hosts", [])))  # each host once, in rank order
+        tasks = f" ({rec['agents']} launcher tasks{' on ' + ', '.join(where) if where else ''})"
     if rec["device_name"] != "cpu" and peak_flops(rec["device_name"], rec["precision"]) is None:
         tasks += f"; peak {rec['precision']} FLOP/s of this GPU unknown (aiayn.training.hardware.PEAKS): no MFU"
     return (

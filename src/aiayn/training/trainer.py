@@ -16,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import socket
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,13 +36,24 @@ from aiayn.study.layout import Layout
 from aiayn.training import checkpoint as ckpt
 from aiayn.training import metrics, precision, resume
 from aiayn.training.batching import Batcher, Prefetcher, collate, micro_batch_budget
-from aiayn.training.distributed import Deadline, Env, StopFlag, all_ranks_min, requeue, setup, stop_requested
+from aiayn.training.distributed import (
+    Deadline,
+    Env,
+    StopFlag,
+    all_ranks_min,
+    hosts,
+    peer_failure,
+    requeue,
+    setup,
+    stop_requested,
+)
 from aiayn.training.hardware import training_flops
 from aiayn.training.progress import Progress, format_progress, format_start, start_record
 
 EXIT_DONE = 0
 EXIT_NONFINITE = 3
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: a checkpoint is written, run the job again to resume
+EXIT_PEER_LOST = 4  # another process of the job was lost (killed, crashed, its node gone): run again
 
 
 def rate(step: int, d_model: int, warmup_steps: int, scale: float = 1.0) -> float:
@@ -329,6 +342,20 @@ def run(trainer: Trainer, stop, *, max_updates: int | None = None) -> int:
             if failure is not None:
                 raise failure
             return _run(trainer, stop, max_updates)
+    except RuntimeError as exc:
+        lost = peer_failure(exc, env)
+        if lost is None:
+            raise
+        # every rank that is left says so itself (rank 0's log may be the one that is gone)
+        newest = ckpt.list_checkpoints(trainer.files.checkpoints)
+        kept = f"the newest checkpoint (step {newest[0][0]}) is kept" if newest else "no checkpoint was written yet"
+        print(
+            f"error: rank {env.rank} on {socket.gethostname()}: another process of this training job was lost "
+            f"({lost}); stopping at step {trainer.step}; {kept}: run again to resume (exit {EXIT_PEER_LOST})",
+            file=sys.stderr,
+            flush=True,
+        )
+        return EXIT_PEER_LOST
     finally:
         trainer.prefetcher.close()
 
@@ -341,9 +368,11 @@ def _run(trainer: Trainer, stop, max_updates: int | None) -> int:
     if env.world_size > 1:
         torch.distributed.barrier()
     trainer.resume()
+    where = hosts(env)
     if env.main:
         rec = start_record(
             env=env,
+            hosts=where,
             step=trainer.step,
             accumulation=trainer.accumulation,
             budget=trainer.batcher.budget,
@@ -380,6 +409,8 @@ def _run(trainer: Trainer, stop, max_updates: int | None) -> int:
                 trainer.save()
             if env.world_size > 1:
                 torch.distributed.barrier()  # the checkpoint is on disk before the job is requeued
+                # each process says where it stopped: the same step on every node
+                print(f"rank {env.rank} on {where[env.rank]}: stops at step {step}", flush=True)
             why = stop.reason() if isinstance(stop, StopFlag) else "stop signal"
             if env.main:
                 metrics.append(files.metrics, {"event": "stop", "step": step, "reason": why, "wall": time.time()})
