@@ -45,6 +45,30 @@ def test_every_command_prints_help_naming_each_option(capsys):
                 assert option in text, (command, option)
 
 
+HEAVY = ("torch", "pandas", "matplotlib", "transformers", "ctranslate2")  # seconds to import, each
+
+
+def test_every_commands_help_imports_no_heavy_package():
+    """`python -m aiayn <command> --help` answers at once: the commands import their library (torch,
+    plotting, ...) when they run, not to print their options (train --help once took 9-16 s)."""
+    probe = (
+        "import contextlib, io, sys\n"
+        "from aiayn.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        "        main([sys.argv[1], '--help'])\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        f"print(*sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
+    )
+    loaded = {}
+    for name in COMMANDS:
+        run = subprocess.run([sys.executable, "-c", probe, name], capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr
+        loaded[name] = run.stdout.split()
+    assert {name: mods for name, mods in loaded.items() if mods} == {}
+
+
 def test_options_are_typed_whole():
     """`figures --lr` was an image path; renamed --lr-plot, and no prefix of it is accepted."""
     options = [o for a in subparser("figures")._actions for o in a.option_strings]

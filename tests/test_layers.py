@@ -99,9 +99,10 @@ def test_every_folder_and_module_says_what_it_is():
 
 
 def library_names(tree: ast.Module) -> set[str]:
-    """Names a command module imports from the library (not from aiayn.commands, its option helpers)."""
+    """Names a command module imports from the library (not from aiayn.commands, its option helpers),
+    at the top or inside run() (where torch would cost every --help its import)."""
     names = set()
-    for node in tree.body:
+    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("aiayn"):
             if node.module != "aiayn.commands":
                 names |= {a.asname or a.name for a in node.names}

@@ -4,7 +4,6 @@ on its checkpoint grid only (`aiayn.training.average`)."""
 from __future__ import annotations
 
 from aiayn.commands import say
-from aiayn.training.average import average_run
 
 
 def add_arguments(parser):
@@ -17,5 +16,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
+    from aiayn.training.average import average_run  # torch: imported when the command runs, not for --help
+
     average_run(args.checkpoints, args.last, args.interval, args.final_step, args.out, args.record, log=say)
     return 0

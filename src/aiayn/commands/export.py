@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from aiayn.commands import load_json, say, settings
-from aiayn.evaluation.export import export_model
 
 
 def add_arguments(parser):
@@ -18,6 +17,8 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
+    from aiayn.evaluation.export import export_model  # torch: imported when the command runs, not for --help
+
     export_model(
         args.model,
         args.spm_src,

@@ -3,8 +3,6 @@ and the encoder self-attention of a dev sentence (last layer, first heads; the p
 
 from __future__ import annotations
 
-from aiayn.report.figures import write_figures
-
 
 def add_arguments(parser):
     parser.add_argument("--name", required=True, help="experiment name (titles)")
@@ -24,6 +22,8 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
+    from aiayn.report.figures import write_figures  # torch: imported when the command runs, not for --help
+
     write_figures(
         args.name,
         args.metrics,

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from aiayn.commands import say
-from aiayn.report.params import print_parameters
 
 
 def add_arguments(parser):
@@ -13,5 +12,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
+    from aiayn.report.params import print_parameters  # torch: imported when the command runs, not for --help
+
     print_parameters(args.config, args.experiment, log=say)
     return 0

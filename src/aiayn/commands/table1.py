@@ -4,7 +4,6 @@ operations and maximum path length of the four layer types (`aiayn.report.table1
 from __future__ import annotations
 
 from aiayn.commands import say, settings
-from aiayn.report import table1
 
 
 def add_arguments(parser):
@@ -21,6 +20,8 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
+    from aiayn.report import table1  # torch: imported when the command runs, not for --help
+
     table1.write(
         settings(args.settings, "--settings", "table1"),
         out_md=args.out_md,

@@ -3,12 +3,11 @@
 Resumes from the newest readable checkpoint in --checkpoints when it is of the same run (see
 `aiayn.training.resume`). Exits 75 after writing a checkpoint when SIGTERM/SIGUSR1 arrives or, in
 a Slurm job, --stop-margin seconds before its time limit (the Slurm job then requeues itself;
-elsewhere run it again to resume); 3 on a non-finite loss, 2 on a user error.
+elsewhere run it again to resume); 4 when another process of the job was lost (run it again to
+resume); 3 on a non-finite loss, 2 on a user error.
 """
 
 from __future__ import annotations
-
-from aiayn.training.trainer import train_job
 
 
 def add_arguments(parser):
@@ -32,6 +31,8 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
+    from aiayn.training.trainer import train_job  # torch: not imported for --help
+
     return train_job(
         args.settings,
         args.train,

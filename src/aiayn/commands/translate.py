@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from aiayn.commands import at_least, say, settings
-from aiayn.evaluation.translate import translate_file
 
 
 def add_arguments(parser):
@@ -29,6 +28,8 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
+    from aiayn.evaluation.translate import translate_file  # torch: imported when the command runs, not for --help
+
     translate_file(
         args.model,
         args.input,
