@@ -257,7 +257,9 @@ def test_a_rank_killed_mid_run_ends_the_job_and_a_rerun_resumes(tmp_path):
     )
     said = killed.stdout + killed.stderr
     assert killed.returncode != 0, said[-3000:]
-    assert f"exitcode  : {EXIT_PEER_LOST} " in killed.stderr, said[-3000:]  # rank 0's own exit, not a hang
+    # rank 0 ends by itself (exit 4), or its torchrun agent, having seen rank 1 die, ends it with
+    # SIGTERM first while it winds down: either way at once, not in a collective until a timeout
+    assert re.search(rf"exitcode  : ({EXIT_PEER_LOST}|-15) ", killed.stderr), said[-3000:]
     assert "exitcode  : -9 " in killed.stderr  # rank 1, killed
     (line,) = [x for x in killed.stderr.splitlines() if x.startswith("error: rank 0 on ")]
     # gloo's own words, first sentence only: "Connection closed by peer [127.0.0.1]:N", or "Read error
