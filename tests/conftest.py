@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import copy
-import gzip
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -21,6 +21,61 @@ ROOT = Path(__file__).resolve().parents[1]
 # no Slurm job of theirs. Tests that need one set SLURM_JOB_ID themselves.
 for _var in ("SLURM_JOB_ID", "SLURM_JOBID"):
     os.environ.pop(_var, None)
+
+
+# Every process a test starts runs in a process group of its own, and the whole group ends with
+# it: on a timeout, an error, Ctrl-C, or a normal end that left children behind (subprocess.run
+# alone kills only the child: a timed-out `snakemake` left its training job running). Installed
+# here for every test module (they call subprocess.run); tests/test_processes.py proves it.
+_RUN = subprocess.run
+
+
+def _end_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class GroupTimedOut(subprocess.TimeoutExpired):
+    def __str__(self) -> str:
+        return (
+            f"{super().__str__()} Its whole process group was killed. On a loaded machine run this test "
+            "alone, with OMP_WAIT_POLICY=PASSIVE (spin-waiting OpenMP threads starve each other)."
+        )
+
+
+def run_in_own_group(*popenargs, input=None, capture_output=False, timeout=None, check=False, **kwargs):
+    """subprocess.run, with the child in a new session (so a new process group) that is killed
+    whole when the call returns or raises; a timeout says what to try."""
+    if kwargs.get("start_new_session") is False or "preexec_fn" in kwargs or "process_group" in kwargs:
+        return _RUN(*popenargs, input=input, capture_output=capture_output, timeout=timeout, check=check, **kwargs)
+    kwargs["start_new_session"] = True
+    if input is not None:
+        kwargs["stdin"] = subprocess.PIPE
+    if capture_output:
+        kwargs["stdout"] = kwargs["stderr"] = subprocess.PIPE
+    with subprocess.Popen(*popenargs, **kwargs) as process:
+        try:
+            stdout, stderr = process.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            _end_group(process.pid)
+            process.wait()
+            raise GroupTimedOut(exc.cmd, exc.timeout, output=exc.output, stderr=exc.stderr) from None
+        except BaseException:
+            _end_group(process.pid)
+            process.wait()
+            raise
+        finally:
+            _end_group(process.pid)  # what the command left running when it ended
+        code = process.poll()
+    done = subprocess.CompletedProcess(process.args, code, stdout, stderr)
+    if check:
+        done.check_returncode()
+    return done
+
+
+subprocess.run = run_in_own_group
 SHARED = ROOT.parent / "shared"
 # Real public data some tests read (newstest sets, a WMT news slice, the NLTK treebank sample):
 # ../shared/data in the project's tree, or the folder AIAYN_TEST_DATA names (README, "Tests").
@@ -126,17 +181,8 @@ def tiny_demo_config() -> dict:
 
 
 def write_corpus(workdir: Path, sizes: dict[str, int]) -> None:
-    """The demo's made-up pair as plain files where examples/own-pair.yaml expects them."""
-    data = workdir / "data" / "my-pair"
-    data.mkdir(parents=True)
+    """The demo's made-up pair as plain files where examples/own-pair.yaml expects them (what
+    `python -m aiayn example-corpus` writes)."""
     from aiayn.data import demo
 
-    for split, rows in demo.splits(7, sizes).items():
-        src = "".join(r[0] + "\n" for r in rows)
-        tgt = "".join(r[1] + "\n" for r in rows)
-        if split == "test":
-            (data / "test.en.gz").write_bytes(gzip.compress(src.encode()))
-            (data / "test.xx.gz").write_bytes(gzip.compress(tgt.encode()))
-        else:
-            (data / f"{split}.en").write_text(src)
-            (data / f"{split}.xx").write_text(tgt)
+    demo.write_example_corpus(workdir / "data" / "my-pair", 7, sizes, log=lambda _: None)

@@ -117,6 +117,7 @@ USUAL = {
     "resolve": {"settings": "{}", "out": lambda w, t: t / "e.json"},
     "download": {"url": lambda w, t: f"file://{w}/a.txt", "sha256": "0" * 64, "out": lambda w, t: t / "d.tgz"},
     "generate": {"spec": '{"kind": "translation", "sizes": {"train": 1}}', "out": lambda w, t: t / "g.tgz"},
+    "example-corpus": {"out": lambda w, t: t / "my-pair"},
     "prepare": {
         "corpora": '[{"archive": "a", "src": "x", "tgt": "y"}]',
         "archives": train_archive({"x": b"one\n", "y": b"eins\n"}),
@@ -250,6 +251,14 @@ CASES = [
         "g.tgz",
     ),
     Case("generate: no sizes", cmd("generate", spec='{"kind": "translation"}'), "--spec: sizes", "g.tgz"),
+    # -- example-corpus ------------------------------------------------------------------------------
+    Case("example-corpus: no pairs", cmd("example-corpus", train="0"), "--train 0: give at least 1 pair", "my-pair"),
+    Case(
+        "example-corpus: not a number",
+        cmd("example-corpus", dev="many"),
+        "argument --dev: invalid int value: 'many'",
+        "my-pair",
+    ),
     # -- prepare -------------------------------------------------------------------------------------
     Case("prepare: corpora not JSON", cmd("prepare", corpora="["), "--corpora is not valid JSON", "train.src"),
     Case(

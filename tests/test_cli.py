@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import ROOT
@@ -81,9 +84,42 @@ def test_options_are_typed_whole():
 def test_version(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
-    assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"aiayn {aiayn.__version__}"
+    assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"aiayn {aiayn.described()}"
     run = subprocess.run([sys.executable, "-m", "aiayn", "--version"], capture_output=True, text=True, cwd=ROOT)
-    assert run.returncode == 0 and run.stdout.strip() == f"aiayn {aiayn.__version__}"
+    assert run.returncode == 0 and run.stdout.strip() == f"aiayn {aiayn.described()}"
+    assert aiayn.described().startswith(aiayn.__version__)
+
+
+def test_the_version_names_the_commit_of_a_checkout(tmp_path):
+    """From a git checkout of aiayn the version says its commit (and -dirty with changed tracked
+    files); from a copy outside git, or inside another project's repository, the version alone."""
+    if not shutil.which("git"):
+        pytest.skip("no git on this machine")
+
+    def version(root) -> str:
+        env = {**os.environ, "PYTHONPATH": str(root / "src")}
+        probe = "import aiayn; print(aiayn.described())"
+        return subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True).stdout.strip()
+
+    def git(*args, cwd):
+        subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+    repo = tmp_path / "checkout"
+    (repo / "src/aiayn").mkdir(parents=True)
+    shutil.copy(Path(aiayn.__file__), repo / "src/aiayn/__init__.py")
+    assert version(repo) == aiayn.__version__  # not a checkout (yet)
+    git("init", "-q", cwd=repo)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "add", ".", cwd=repo)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "x", cwd=repo)
+    sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=repo, capture_output=True, text=True)
+    assert version(repo) == f"{aiayn.__version__} (git {sha.stdout.strip()})"
+    with (repo / "src/aiayn/__init__.py").open("a") as f:
+        f.write("\n# a local change\n")
+    assert version(repo) == f"{aiayn.__version__} (git {sha.stdout.strip()}-dirty)"
+    other = repo / "vendor"  # aiayn copied into another project's repository
+    (other / "src/aiayn").mkdir(parents=True)
+    shutil.copy(Path(aiayn.__file__), other / "src/aiayn/__init__.py")
+    assert version(other) == aiayn.__version__
 
 
 def test_the_version_is_written_once():
@@ -110,7 +146,7 @@ def test_tables_carry_the_study_line_the_version_and_why_cells_are_blank():
     assert study == "Study: `profiles/demo/study.yaml`, which replaces `config.yaml` in this run."
     md = tables.markdown_document(2, [row()], study)
     lines = md.splitlines()
-    assert lines[2] == study and lines[-1] == f"Written by aiayn {aiayn.__version__}."
+    assert lines[2] == study and lines[-1] == f"Written by aiayn {aiayn.described()}."
     assert "CPU runs (hardware CPU) leave cost_flops_paper_formula and mfu blank" in md
     gpu = tables.markdown_document(2, [row(gpu="H100", mfu=0.4)])
     assert "CPU runs" not in gpu and "No peak FLOP/s" not in gpu
@@ -143,6 +179,28 @@ def test_learning_curves_legend_names_the_dev_line(tmp_path, monkeypatch):
     figures.learning_curves(metrics, tmp_path / "c.png", "t")
     legend = saved["fig"].axes[0].get_legend()
     assert [t.get_text() for t in legend.get_texts()] == ["train loss (label-smoothed)", "dev perplexity"]
+
+
+def test_the_learning_rate_figure_shows_the_warmup_and_the_attention_maps_say_their_axes(tmp_path, monkeypatch):
+    metrics = tmp_path / "metrics.jsonl"
+    logged = [{"step": s, "loss": 1.0, "lr": 0.1, "tgt_tokens_per_s": 1.0, "wall": 1.0, "tgt_tokens_per_update": 1,
+               "src_tokens_per_update": 1} for s in (50, 100)]  # fmt: skip
+    metrics.write_text("".join(json.dumps(r) + "\n" for r in logged))
+    settings = {"model": {"d_model": 64}, "train": {"steps": 120, "warmup_steps": 40, "lr_scale": 2.0}}
+    saved = []
+    monkeypatch.setattr(figures, "save", lambda fig, out: saved.append(fig))
+    figures.learning_rate(metrics, tmp_path / "lr.png", "t", settings=settings)
+    curve, _, dots = saved[0].axes[0].get_lines()  # the schedule, the end of warmup, the logged rates
+    x, y = list(curve.get_xdata()), list(curve.get_ydata())
+    assert x[0] == 1 and x[-1] == 120 and max(range(len(y)), key=y.__getitem__) == 39  # the peak: update 40
+    assert y[39] == pytest.approx(2.0 * 64**-0.5 * 40**-0.5) and y[0] == pytest.approx(y[39] / 40)
+    assert list(dots.get_xdata()) == [50, 100]
+    torch = pytest.importorskip("torch")
+    figures.attention_maps(torch.full((2, 3, 3), 1 / 3), ["a", "b", "</s>"], tmp_path / "att.png", "t")
+    fig = saved[1]
+    heads, bar = fig.axes[:2], fig.axes[-1]
+    assert heads[0].get_ylabel() == "attending (query)" and heads[1].get_xlabel() == "attended to (key)"
+    assert bar.get_ylabel() == "attention weight"
 
 
 def test_a_vocabulary_smaller_than_asked_says_why(tmp_path, capsys):

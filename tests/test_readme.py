@@ -121,6 +121,12 @@ def one_translation(counts, jobs, out) -> None:
 
 def own_pair(counts, jobs, out) -> None:
     assert counts["train"] == 2 and "download" not in counts and counts["table"] == 1
+    assert "measure_table1" not in counts and "figures" not in counts  # Table 2 and what it needs, no more
+
+
+def demo_one_translation(counts, jobs, out) -> None:
+    # in a fresh clone its inputs are planned too; after the demo, the translation alone reruns
+    assert counts["translate"] == 1 and "score" not in counts and "table" not in counts
 
 
 def own_pair_one(counts, jobs, out) -> None:
@@ -131,6 +137,7 @@ def export(counts, jobs, out) -> None:
     assert counts["export_model"] == TABLE2 and "table" not in counts
 
 
+OWN_PAIR = "snakemake --cores 4 --configfile examples/own-pair.yaml --replace-workflow-config"
 CHECKS = {
     "snakemake --profile profiles/demo": demo,
     "snakemake --profile profiles/demo export": demo_export,
@@ -145,10 +152,9 @@ CHECKS = {
     "snakemake --cores 8 results/base-en-de/newstest2014.score.json": one_score,
     "snakemake --cores 8 results/base-en-de/newstest2014.de --forcerun translate": one_translation,
     "snakemake --cores 8 --forcerun translate -- results/base-en-de/newstest2014.de": one_translation,
-    "snakemake --cores 4 --configfile examples/own-pair.yaml --replace-workflow-config": own_pair,
-    "snakemake --cores 4 --configfile examples/own-pair.yaml --replace-workflow-config --config 'run=[my-small]'": (
-        own_pair_one
-    ),
+    OWN_PAIR + " table2": own_pair,
+    OWN_PAIR + " table2 --config 'run=[my-small]'": own_pair_one,
+    "snakemake --profile profiles/demo results/demo/base/test.zil --forcerun translate": demo_one_translation,
     "snakemake --cores 8 export": export,
     "snakemake --cores 8 --rerun-triggers mtime params input": whole_study,
 }

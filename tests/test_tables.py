@@ -125,7 +125,8 @@ def test_table2_cells_deltas_and_pending(tmp_path):
     assert base["hardware"] == "8 x NVIDIA H100 80GB HBM3" and base["tokens_per_update"] == 25000
     assert big["setting"] == "not comparable: 120,000 of 300,000 updates" and big["delta"] is None
     assert base["sacrebleu"] == 27.1 and base["lines"] == 3003
-    assert base["gpu_hours"] == pytest.approx(16.0) and base["model_flops"] == pytest.approx(6 * 1e6 * 25000 * 100000)
+    assert base["device_hours"] == pytest.approx(16.0)
+    assert base["model_flops"] == pytest.approx(6 * 1e6 * 25000 * 100000)
     assert base["cost_flops_paper_formula"] == pytest.approx(2 * 3600 * 8 * 67e12)  # H100 FP32
     assert base["mfu"] == pytest.approx(6 * 1e6 * 25000 * 100000 / (2 * 3600 * 8 * 989e12))
     assert big["status"] == "pending (step 120000/300000)" and big["bleu"] is None

@@ -174,7 +174,7 @@ def test_training_reduces_the_loss(tmp_path):
     assert [r["step"] for r in dev] == [100, 200] and dev[-1]["dev_ppl"] < dev[0]["dev_ppl"]
     first = records[0]
     assert first["event"] == "start" and first["params"] > 0 and first["device_name"] == "cpu"
-    assert first["aiayn"] == aiayn.__version__  # which code trained it
+    assert first["aiayn"] == aiayn.described()  # which code trained it (its commit, in a checkout)
     progress = [r for r in records if "loss" in r][0]
     assert {
         "lr",

@@ -193,6 +193,17 @@ def test_workstation_profile():
     assert run.returncode == 0, run.stderr[-2000:]
 
 
+def test_the_demo_asks_for_what_it_uses(tmp_path):
+    """On a laptop CPU the demo's job blocks show no GPU and a few GB, not the paper study's cluster
+    sizes (a GPU and 64 GB per training job)."""
+    run = snakemake("-n", "-p", "--profile", "profiles/demo", "-d", str(tmp_path))  # none of it made yet
+    assert run.returncode == 0, run.stderr[-2000:]
+    jobs = planned_jobs(run.stdout + run.stderr)
+    assert {"train", "translate", "encode", "train_vocab", "average"} <= {j["rule"] for j in jobs}
+    asked = {(j["rule"], j["resources"].get("gpu", "0"), int(j["resources"].get("mem_mb", "0"))) for j in jobs}
+    assert [a for a in asked if a[1] != "0" or a[2] > 2000] == []
+
+
 def test_no_default_profile():
     assert not (ROOT / "profiles" / "default").exists()  # Snakemake would apply it silently
 

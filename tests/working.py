@@ -11,6 +11,7 @@ import toy
 from world import SGM, make_tar
 
 from aiayn.data import demo
+from aiayn.data.demo import EXAMPLE_FILES
 
 
 def prepare_world(w: Path) -> Path:
@@ -36,6 +37,11 @@ WORKING = {
     "generate": (
         lambda w, o: ["--spec", '{"kind": "translation", "sizes": {"train": 30, "dev": 5}}', "--out", o / "g.tgz"],
         ["--out"],
+    ),
+    # a folder of files: each named as "option/file"
+    "example-corpus": (
+        lambda w, o: ["--out", o / "my-pair", "--train", "30", "--dev", "5", "--test", "5"],
+        [f"--out/{name}" for pair in EXAMPLE_FILES.values() for name in pair],
     ),
     "prepare": (
         lambda w, o: [
@@ -275,5 +281,10 @@ def argv(command: str, w: Path, o: Path) -> list[str]:
 
 
 def outputs(command: str, w: Path, o: Path) -> list[Path]:
+    """The files `command` writes: each option's value, or "option/file": a file in that folder."""
     args = WORKING[command][0](w, o)
-    return [Path(args[args.index(opt) + 1]) for opt in WORKING[command][1]]
+    found = []
+    for name in WORKING[command][1]:
+        opt, _, inside = name.partition("/")
+        found.append(Path(args[args.index(opt) + 1]) / inside if inside else Path(args[args.index(opt) + 1]))
+    return found

@@ -13,7 +13,7 @@ import importlib
 import os
 import sys
 
-from aiayn import __version__
+from aiayn import described
 from aiayn.errors import EXIT_USER, explain
 
 # command -> module defining `add_arguments(parser)` and `run(args)`; imported only when called,
@@ -22,6 +22,7 @@ COMMANDS = {
     "resolve": ("aiayn.commands.resolve", "write the resolved settings of one experiment"),
     "download": ("aiayn.commands.download", "download one archive, resuming and checking its sha256"),
     "generate": ("aiayn.commands.generate", "generate the offline demo's archives"),
+    "example-corpus": ("aiayn.commands.example_corpus", "write the plain-text corpus examples/own-pair.yaml reads"),
     "prepare": ("aiayn.commands.prepare", "assemble and clean a dataset's training corpora"),
     "prepare-eval": ("aiayn.commands.prepare_eval", "extract one dev/test set"),
     "prepare-treebank": ("aiayn.commands.prepare_treebank", "one WSJ split as words and linearized trees"),
@@ -45,7 +46,7 @@ COMMANDS = {
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command, with the arguments of `command` (only its module is imported)."""
     parser = argparse.ArgumentParser(prog="python -m aiayn", description=__doc__.splitlines()[0], allow_abbrev=False)
-    parser.add_argument("--version", action="version", version=f"aiayn {__version__}")
+    parser.add_argument("--version", action="version", version=f"aiayn {described()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="<command>")
     for name, (module, help_) in COMMANDS.items():
         # allow_abbrev=False: an option is typed whole (`--lr` is not `--lr-plot`)

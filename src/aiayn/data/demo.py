@@ -23,7 +23,8 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiayn.io import atomic_path
+from aiayn.errors import UserError
+from aiayn.io import atomic_path, atomic_paths
 
 CONSONANTS, VOWELS = "bdfgklmnprstvz", "aeiou"
 
@@ -164,3 +165,30 @@ def write_archive(spec: dict, out, log=print) -> None:
     (the schema's `generate` settings, complete)."""
     WRITERS[spec["kind"]](Path(out), spec["seed"], spec["sizes"])
     log(f"generated {spec['kind']} archive {out}: {spec['sizes']}")
+
+
+# the plain files examples/own-pair.yaml reads, per split: (source, target)
+EXAMPLE_FILES = {"train": ("train.en", "train.xx"), "dev": ("dev.en", "dev.xx"), "test": ("test.en.gz", "test.xx.gz")}
+EXAMPLE_SIZES = {"train": 3000, "dev": 100, "test": 100}
+
+
+def write_example_corpus(folder, seed: int = 7, sizes: dict[str, int] | None = None, log=print) -> list[Path]:
+    """The made-up pair as the aligned plain-text files of examples/own-pair.yaml in `folder`
+    (data/my-pair): train and dev as text, test gzipped, one sentence per line; all written, or none."""
+    sizes = {**EXAMPLE_SIZES, **(sizes or {})}
+    for split, n in sizes.items():
+        if n < 1:
+            raise UserError(f"--{split} {n}: give at least 1 pair")
+    data = splits(seed, sizes)
+    folder = Path(folder)
+    files = [
+        (folder / name, [row[side] for row in data[split]])
+        for split in EXAMPLE_FILES
+        for side, name in enumerate(EXAMPLE_FILES[split])
+    ]
+    with atomic_paths(*(path for path, _ in files)) as temps:
+        for tmp, (path, lines) in zip(temps, files):
+            text = "".join(line + "\n" for line in lines).encode()
+            tmp.write_bytes(gzip.compress(text, mtime=0) if path.suffix == ".gz" else text)
+    log(f"wrote the example corpus in {folder}: {', '.join(f'{k} {v} pairs' for k, v in sizes.items())}")
+    return [path for path, _ in files]

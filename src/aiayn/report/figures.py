@@ -67,29 +67,52 @@ def learning_curves(path, out, title: str, seeds: tuple = ()) -> None:
     save(fig, out)
 
 
-def learning_rate(path, out, title: str) -> None:
+def schedule(settings: dict) -> tuple[list[int], list[float]]:
+    """The learning rate at every update 1..steps of a run's `settings` (experiment.json, also in
+    each checkpoint): §5.3's warmup and decay, times the run's lr_scale."""
+    from aiayn.training.trainer import rate
+
+    d_model, tr = settings["model"]["d_model"], settings["train"]
+    steps = list(range(1, tr["steps"] + 1))
+    return steps, [rate(s, d_model, tr["warmup_steps"], tr.get("lr_scale", 1.0)) for s in steps]
+
+
+def learning_rate(path, out, title: str, settings: dict | None = None) -> None:
+    """The schedule from update 1 (warmup included: the log starts at its first interval), with
+    the rate each logged update trained at on top."""
     progress = metrics.read(path).progress
     fig, ax = pyplot().subplots(figsize=(5, 3.4))
-    ax.plot([r["step"] for r in progress], [r["lr"] for r in progress])
+    if settings is not None:
+        steps, rates = schedule(settings)
+        ax.plot(steps, rates, label="schedule (§5.3)")
+        ax.axvline(settings["train"]["warmup_steps"], color="grey", linestyle=":", label="end of warmup")
+    ax.plot([r["step"] for r in progress], [r["lr"] for r in progress], "o", markersize=3, label="logged")
     ax.set_xlabel("update")
     ax.set_ylabel("learning rate")
     ax.set_title(title)
+    ax.legend(fontsize=7)
     fig.tight_layout()
     save(fig, out)
 
 
 def attention_maps(weights, src_tokens: list[str], out, title: str, heads: int = 4) -> None:
-    """weights: (h, S, S) self-attention of one encoder layer for one sentence."""
+    """weights: (h, S, S) self-attention of one encoder layer for one sentence; a row is a query
+    (the position attending), a column the position it attends to, the colour its weight."""
     n = min(heads, weights.shape[0])
-    fig, axes = pyplot().subplots(1, n, figsize=(3.2 * n + 1, 3.6))
+    fig, axes = pyplot().subplots(1, n, figsize=(3.2 * n + 1.6, 3.9))
     axes = [axes] if n == 1 else axes
+    image = None
     for i, ax in enumerate(axes):
-        ax.imshow(weights[i].numpy(), cmap="viridis", vmin=0, vmax=1)
+        image = ax.imshow(weights[i].numpy(), cmap="viridis", vmin=0, vmax=1)
         ax.set_xticks(range(len(src_tokens)), src_tokens, rotation=90, fontsize=6)
         ax.set_yticks(range(len(src_tokens)), src_tokens, fontsize=6)
         ax.set_title(f"head {i + 1}", fontsize=8)
+        ax.set_xlabel("attended to (key)", fontsize=7)
+        if i == 0:
+            ax.set_ylabel("attending (query)", fontsize=7)
     fig.suptitle(title)
     fig.tight_layout()
+    fig.colorbar(image, ax=list(axes), shrink=0.8, label="attention weight")
     save(fig, out)
 
 
@@ -103,8 +126,9 @@ def write_figures(
         if not Path(path).is_file():
             raise UserError(f"{path}: no metrics file; the run's training writes it")
     learning_curves(metrics_path, curves, f"{name}: training", seeds=tuple(seeds))
-    learning_rate(metrics_path, lr_plot, f"{name}: learning rate (§5.3)")
-    model = ckpt.rebuild(ckpt.load(model_path)).eval()
+    state = ckpt.load(model_path)
+    learning_rate(metrics_path, lr_plot, f"{name}: learning rate (§5.3)", settings=state.get("settings"))
+    model = ckpt.rebuild(state).eval()
     sp = vocab.load(spm_src)
     lines = list(read_lines(dev_src))
     ids = next((x for x in vocab.to_ids(sp, lines) if 5 <= len(x) <= 25), vocab.to_ids(sp, lines[:1])[0])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
-from aiayn import __version__
+from aiayn import described
 
 
 def cell(value, key: str = "") -> str:
@@ -45,4 +45,4 @@ def to_markdown(rows: list[dict], columns: list[str] | None = None) -> str:
 
 def footer() -> str:
     """The last line of every table: which aiayn wrote it."""
-    return f"\nWritten by aiayn {__version__}.\n"
+    return f"\nWritten by aiayn {described()}.\n"

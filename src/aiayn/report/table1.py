@@ -318,7 +318,8 @@ def markdown(result: Result, settings: dict) -> str:
         "stack of layers whose output position 0 depends on input position n-1 (a non-zero gradient); for the "
         "recurrence the cell steps from reading position 0 to writing position n-1; for the convolution, k-ary "
         "dilated layers (the paper's O(log_k n)) and, for comparison, contiguous ones (O(n/k)). "
-        f"Crossover: {cross}.\n" + footer()
+        f"Crossover, in this machine's wall time when it ran (it moves between runs, thread counts and machines; the "
+        f"FLOP exponents do not): {cross}.\n" + footer()
     )
 
 

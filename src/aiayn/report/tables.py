@@ -222,7 +222,7 @@ def row2(layout: Layout, exp: dict) -> dict:
         "averaged_steps": averaged_steps(layout, exp["name"]) if exp["average"] > 1 else None,
         "gpu": m["device"],
         "gpus": m["gpus"],
-        "gpu_hours": m["hours"] * (m["gpus"] or 0),
+        "device_hours": m["hours"] * (m["gpus"] or 0),
         "cost_flops_paper_formula": paper_cost(m["hours"], m["gpus"], m["device"]) if m["gpus"] else None,
         "model_flops": flops,
         "mfu": flops / (m["hours"] * 3600 * m["gpus"] * peak) if flops and peak and m["hours"] else None,
@@ -356,7 +356,7 @@ def markdown_document(number: int, rows: list[dict], study: str | None = None) -
             "tokens_per_update",
             "hardware",
             "averaged_steps",
-            "gpu_hours",
+            "device_hours",
             "cost_flops_paper_formula",
             "model_flops",
             "mfu",
@@ -369,8 +369,9 @@ def markdown_document(number: int, rows: list[dict], study: str | None = None) -
             + " Training cost by the paper's footnote 5 "
             "(hours x GPUs x the GPU's FP32 TFLOPS: "
             + ", ".join(f"{k} {v['fp32'] / 1e12:g}" for k, v in PEAKS.items() if "fp32" in v)
-            + "); model_flops: the training FLOPs counted from every update's batches (encoder on source, decoder "
-            "on target tokens, attention products at the real lengths, output projection; "
+            + "); device_hours: wall hours trained x the devices training (GPUs, or CPU processes), those of the "
+            "hardware column; model_flops: the training FLOPs counted from every update's batches (encoder on "
+            "source, decoder on target tokens, attention products at the real lengths, output projection; "
             "aiayn.training.hardware.training_flops). The paper's Table 2 gives 41.8 for big EN-FR; "
             "its §6.1 text and abstract say 41.0.\n"
         )

@@ -11,7 +11,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from aiayn import __version__
+from aiayn import described
 from aiayn.training.distributed import Env, device_name
 from aiayn.training.hardware import peak_flops
 
@@ -76,7 +76,7 @@ def start_record(
     """The record of a job's (re)start: where and how it trains (`hosts`: every rank's hostname)."""
     return {
         "event": "start",
-        "aiayn": __version__,
+        "aiayn": described(),
         "step": step,
         "world_size": env.world_size,
         "agents": env.agents,

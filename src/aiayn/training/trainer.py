@@ -19,6 +19,7 @@ import os
 import socket
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,7 +109,9 @@ class Trainer:
         self.ddp = torch.nn.parallel.DistributedDataParallel(self.model) if env.world_size > 1 else None
         self.forward = self.ddp or self.model
         if self.tr["compile"]:  # shapes vary from batch to batch: compile for dynamic shapes once
-            self.forward = torch.compile(self.forward, dynamic=True)
+            with warnings.catch_warnings():  # torch's inductor imports its own deprecated torch.jit.script_method
+                warnings.filterwarnings("ignore", r"`torch\.jit\.script_method` is deprecated", DeprecationWarning)
+                self.forward = torch.compile(self.forward, dynamic=True)
         self.optimizer = torch.optim.Adam(
             self.model.parameters(),
             lr=1.0,

@@ -1,0 +1,21 @@
+"""`python -m aiayn example-corpus`: the made-up pair of the demo as the plain aligned text files
+that examples/own-pair.yaml reads (data/my-pair/{train,dev}.{en,xx}, test.{en,xx}.gz)."""
+
+from __future__ import annotations
+
+from aiayn.commands import say
+
+
+def add_arguments(parser):
+    parser.add_argument("--out", default="data/my-pair", help="folder to write the files in (default: data/my-pair)")
+    parser.add_argument("--train", type=int, default=3000, help="training pairs (default 3000)")
+    parser.add_argument("--dev", type=int, default=100, help="dev pairs (default 100)")
+    parser.add_argument("--test", type=int, default=100, help="test pairs (default 100)")
+    parser.add_argument("--seed", type=int, default=7, help="the made-up language's seed (default 7)")
+
+
+def run(args) -> int:
+    from aiayn.data.demo import write_example_corpus
+
+    write_example_corpus(args.out, args.seed, {"train": args.train, "dev": args.dev, "test": args.test}, log=say)
+    return 0
