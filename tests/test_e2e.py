@@ -52,6 +52,7 @@ def test_every_table_with_paper_columns(run_dag):
         assert ours and all(r["status"] == "done" for r in ours)
     table2 = list(csv.DictReader((run_dag / "tables/table2.csv").open()))
     assert {r["experiment"] for r in table2} >= {"base", "big", "baseline: copy the source", "baseline: word by word"}
+    assert all(r["setting"].startswith("no model: ") for r in table2 if r["experiment"].startswith("baseline"))
     assert "paper_bleu" in table2[0] and "cost_flops_paper_formula" in table2[0]
     lines = list(csv.DictReader((run_dag / "tables/table3.csv").open()))
     table3 = [r for r in lines if not r["replicate_of"]]
@@ -68,7 +69,7 @@ def test_every_table_with_paper_columns(run_dag):
     assert all(r["dev_ppl"] and r["params_M"] for r in table3)
     assert all(r["p_value_vs_base"] for r in table3 if r["row"] != "base")
     table4 = list(csv.DictReader((run_dag / "tables/table4.csv").open()))
-    assert any(r["row"] == "baseline: right-branching" and r["f1"] for r in table4)
+    assert any(r["row"] == "baseline: right-branching" and r["f1"] and r["setting"] for r in table4)
 
 
 def test_score_files_have_both_protocols(run_dag):
