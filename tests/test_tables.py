@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from aiayn.report.format import to_csv
-from aiayn.report.tables import build, markdown_document, paper_cost
+from aiayn.report.tables import build, markdown_document, paper_cost, write_table
 from aiayn.study import config as cfg
 
 
@@ -139,6 +139,19 @@ def test_table2_cells_deltas_and_pending(tmp_path):
     assert "| big-en-de | pending (step 120000/300000) | 28.40 |" in md
     assert "Transformer (big)" in md  # the paper's rows for context
     assert "| Transformer (base) | 27.30 | 38.10 | 3.3e+18 | 3.3e+18 |" in md  # costs in FLOPs, not 19 digits
+
+
+def test_table2_says_what_cleaning_removed_from_each_training_corpus(tmp_path):
+    fabricate(tmp_path, "base-en-de", "newstest2014", 27.9, 100000)
+    report = {"kept": 28112, "removed": {"too_long": 500, "ratio": 388, "empty": 0},
+              "corpora": [{"archive": "multi30k", "pairs": 29000, "kept": 28112}]}  # fmt: skip
+    (tmp_path / "data/wmt14-en-de/train.report.json").write_text(json.dumps(report))
+    write_table(2, experiments=[spec("base-en-de", 27.3)], results=tmp_path, log=lambda _: None)
+    md = (tmp_path / "tables/table2.md").read_text()
+    assert (
+        "Training data after cleaning (results/data/<dataset>/train.report.json): wmt14-en-de kept 28,112 of "
+        "29,000 pairs (3.1% removed: too long 500, ratio 388)."
+    ) in md
 
 
 def test_table2_mfu_against_the_peak_of_the_runs_own_arithmetic(tmp_path):

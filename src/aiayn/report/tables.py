@@ -332,8 +332,29 @@ def hardware_note(rows: list[dict]) -> str:
     return "".join(f"\n{n}\n" for n in notes)
 
 
-def markdown_document(number: int, rows: list[dict], study: str | None = None) -> str:
-    """Table `number` as Markdown: `study` (which config files made it) on top, aiayn's version below."""
+def cleaning_note(layout: Layout, experiments: list[dict]) -> str:
+    """What cleaning removed from the training data of each dataset of `experiments` (its
+    train.report.json), as a line under Table 2: a corpus the cleaning cut by 3 % is a row's setting too."""
+    said = []
+    for dataset in dict.fromkeys(e["dataset"] for e in experiments):
+        path = Path(layout.train_report(dataset))
+        if not path.exists():
+            continue
+        record = read_record(path, "kept")
+        kept = int(record["kept"])
+        removed = {k: int(v) for k, v in record.get("removed", {}).items() if v}
+        total = sum(int(c.get("pairs", 0)) for c in record.get("corpora", [])) or kept + sum(removed.values())
+        why = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in removed.items())
+        share = f"{(total - kept) / total:.1%} removed" + (f": {why}" if why else "") if total else "none given"
+        said.append(f"{dataset} kept {kept:,} of {total:,} pairs ({share})")
+    if not said:
+        return ""
+    return "\nTraining data after cleaning (results/data/<dataset>/train.report.json): " + "; ".join(said) + ".\n"
+
+
+def markdown_document(number: int, rows: list[dict], study: str | None = None, notes: str = "") -> str:
+    """Table `number` as Markdown: `study` (which config files made it) on top, `notes` (e.g. the
+    cleaning's) under the table's own, aiayn's version below."""
     parts = [f"# {TITLES[number]}\n"]
     if study:
         parts.append(f"\n{study}\n\n")
@@ -376,6 +397,7 @@ def markdown_document(number: int, rows: list[dict], study: str | None = None) -
             "its §6.1 text and abstract say 41.0.\n"
         )
         parts.append(hardware_note(rows))
+        parts.append(notes)
         sigs = sorted({r["sacrebleu_signature"] for r in rows if r.get("sacrebleu_signature")})
         parts += [f"\nsacreBLEU signature: `{sig}`\n" for sig in sigs]
         parts.append(
@@ -556,7 +578,8 @@ def write_table(
     md = Path(out_md or layout.table(number, "md"))
     csv_path = Path(out_csv or md.with_suffix(".csv"))
     with atomic_paths(md, csv_path) as (tmp_md, tmp_csv):
-        tmp_md.write_text(markdown_document(number, rows, study), encoding="utf-8")
+        notes = cleaning_note(layout, experiments) if number == 2 else ""
+        tmp_md.write_text(markdown_document(number, rows, study, notes), encoding="utf-8")
         tmp_csv.write_text(to_csv(csv_rows(rows)), encoding="utf-8")
     names = {e["name"] for e in experiments}
     done = sum(r["status"] == "done" for r in rows if r.get("experiment") in names)
