@@ -178,6 +178,7 @@ def test_batching_restores_input_order_and_changes_nothing():
     assert len(length_sorted_batches([len(s) + 1 for s in sources], 40)) > 1
 
 
+@pytest.mark.slow
 def test_beam_never_scores_below_greedy_on_a_trained_model(tmp_path):
     import toy
 

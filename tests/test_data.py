@@ -324,6 +324,7 @@ def wmt_like_study(tmp_path: Path, server_root: Path) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_data_stages_of_the_dag_against_a_local_server(tmp_path):
     root = tmp_path / "www"
     config = wmt_like_study(tmp_path, root)

@@ -39,6 +39,7 @@ def run_dag(tmp_path_factory):
     return workdir / "results"
 
 
+@pytest.mark.slow
 def test_every_table_with_paper_columns(run_dag):
     table1 = list(csv.DictReader((run_dag / "tables/table1.csv").open()))
     assert [r["layer"] for r in table1][:2] == ["self-attention", "recurrent"] and (
@@ -72,6 +73,7 @@ def test_every_table_with_paper_columns(run_dag):
     assert any(r["row"] == "baseline: right-branching" and r["f1"] and r["setting"] for r in table4)
 
 
+@pytest.mark.slow
 def test_score_files_have_both_protocols(run_dag):
     for path in [*run_dag.glob("*/test.score.json"), *run_dag.glob("*/dev.score.json")]:
         s = json.loads(path.read_text())
@@ -81,6 +83,7 @@ def test_score_files_have_both_protocols(run_dag):
     assert parse["all"]["sentences"] == 30
 
 
+@pytest.mark.slow
 def test_averaged_models_and_translations(run_dag):
     for name in ("base", "big"):
         avg = checkpoint.load(run_dag / name / "average.pt")
@@ -90,6 +93,7 @@ def test_averaged_models_and_translations(run_dag):
     assert len(list(read_lines(run_dag / "parse/wsj23.trees"))) == 30
 
 
+@pytest.mark.slow
 def test_the_parser_was_selected_on_the_dev_set(run_dag):
     """§6.3 at the demo's scale: 4 candidates scored on section 22, the best one's model decoded on 23."""
     record = json.loads((run_dag / "parse/selected.json").read_text())
@@ -102,6 +106,7 @@ def test_the_parser_was_selected_on_the_dev_set(run_dag):
     assert table4[0]["selected_on_dev"].endswith("best of 4)")
 
 
+@pytest.mark.slow
 def test_rebuilt_identical_vocabularies_throw_away_no_training(run_dag, tmp_path):
     """The vocabularies built again (as a rerun of prepare leaves them to be: at paper scale
     Snakemake judges its GB-sized text by date), and the corpora, the trainings and the decodings
@@ -154,6 +159,7 @@ def test_demo_language_needs_reordering_and_agreement():
     assert any(" " in n[0] for n in lex.nouns) and any(" " in a[1] for a in lex.adverbs)  # two->one, one->two
 
 
+@pytest.mark.slow
 def test_export_through_the_dag_loads_in_transformers(run_dag):
     """`snakemake results/base/hf` after the study: a folder transformers loads and decodes with, its
     card carrying the run's score, and the CTranslate2 model beside it."""
@@ -180,6 +186,7 @@ def test_export_through_the_dag_loads_in_transformers(run_dag):
     assert (run_dag / "base" / "hf-ct2" / "model.bin").exists()
 
 
+@pytest.mark.slow
 def test_rerunning_one_stage_reruns_that_one_job(run_dag):
     """README, "Rerunning one stage": the target first, then --forcerun, reruns one translation
     (not the 18 jobs `--forcerun translate <file>` gave). Decoding is deterministic: the file is
@@ -194,6 +201,7 @@ def test_rerunning_one_stage_reruns_that_one_job(run_dag):
     assert plan.returncode == 0 and not job_counts(planned_jobs(plan.stdout + plan.stderr)), plan.stdout[-2000:]
 
 
+@pytest.mark.slow
 def test_adding_seeds_to_a_finished_row_trains_only_the_new_seeds(run_dag, tmp_path):
     """`seeds: [1, 2]` on a row that finished with seed 1: its run is kept, only seed 2 is trained
     (then decoded, scored, and the row's table and figure redone)."""
@@ -213,6 +221,7 @@ def test_adding_seeds_to_a_finished_row_trains_only_the_new_seeds(run_dag, tmp_p
     assert redone == [] and job_counts(jobs)["score"] == 1, (redone, job_counts(jobs))
 
 
+@pytest.mark.slow
 def test_report_builds_offline_with_every_figure(run_dag):
     workdir = run_dag.parent
     report = workdir / "report.html"

@@ -91,6 +91,7 @@ def greedy(model, ids: list[list[int]], extra: int = 20) -> list[list[int]]:
     return out
 
 
+@pytest.mark.slow
 def test_the_export_loads_and_its_logits_and_greedy_output_are_ours(exported):
     from transformers import MarianMTModel, MarianTokenizer
 
@@ -121,6 +122,7 @@ def test_the_export_loads_and_its_logits_and_greedy_output_are_ours(exported):
     assert [words[i] for i in finished] == [vocab.to_text(sp, ref[i]) for i in finished]
 
 
+@pytest.mark.slow
 def test_the_position_table_is_ours_permuted_exactly(exported):
     """transformers recomputes Marian's table on load, in float64 rounded to float32, as we do."""
     from transformers import MarianMTModel
@@ -133,6 +135,7 @@ def test_the_position_table_is_ours_permuted_exactly(exported):
     assert "MarianMTModel" in card and "GNMT's length penalty" in card and "600 updates" in card
 
 
+@pytest.mark.slow
 def test_ctranslate2_decodes_the_export_as_we_do(exported):
     import ctranslate2
 
@@ -166,6 +169,7 @@ def test_a_model_without_an_exact_marian_form_is_refused(trained):
         marian_state(payload, 64)
 
 
+@pytest.mark.slow
 def test_the_trained_model_decoding_benchmark_runs(exported, tmp_path):
     """benchmarks/decode_trained.py (ours vs HF generate vs CTranslate2) on the exported model, tiny."""
     import subprocess
@@ -206,6 +210,7 @@ def test_the_trained_model_decoding_benchmark_runs(exported, tmp_path):
     assert report["same_1best_as_ours"]["ours"] == 1.0 and report["sentences"] == 8
 
 
+@pytest.mark.slow
 def test_a_damaged_export_is_refused_before_it_is_converted(exported, tmp_path):
     """Every file of an export is listed with its SHA-256 (checksums.sha256, as sha256sum writes it);
     a flipped bit in the weights or a missing file stops the CTranslate2 conversion naming the file."""

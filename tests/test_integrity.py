@@ -283,6 +283,7 @@ def test_average_leaves_out_a_checkpoint_of_another_run(trained, tmp_path):
         average_run(folder, 4, 2, 8, tmp_path / "avg.pt", log=messages.append)
 
 
+@pytest.mark.slow
 def test_a_second_trainer_of_one_folder_is_refused(tmp_path):
     settings = toy.settings(steps=4)
     trainer = toy.make_trainer(tmp_path, settings)

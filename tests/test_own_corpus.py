@@ -24,6 +24,7 @@ def snakemake(workdir: Path, *args: str, configfiles: tuple[str, ...] = ()) -> s
     return subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
 
 
+@pytest.mark.slow
 def test_the_documented_own_pair_runs_from_plain_files_to_table2(tmp_path):
     # as README types it: the example corpus first, written by the command, in the folder Snakemake runs in
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}

@@ -159,6 +159,7 @@ def test_evalb_command(tmp_path):
     assert "Complete match            =   0.00" in run.stdout
 
 
+@pytest.mark.slow
 def test_tiny_parsing_run_through_the_dag_on_the_sample(sample, tmp_path):
     """Train on section 00 of the NLTK sample, parse section 01, score with EVALB: the Table 4 branch."""
     import yaml

@@ -62,6 +62,7 @@ def test_a_command_that_ends_leaves_nothing_behind(tmp_path):
     assert gone(child)
 
 
+@pytest.mark.slow
 def test_a_timed_out_end_to_end_run_leaves_no_process(tmp_path):
     """The whole DAG, cut off by its timeout while a training job runs: no Snakemake, no job left."""
     config = tiny_demo_config()

@@ -201,6 +201,7 @@ NAN_ON_RANK_1 = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_nonfinite_loss_on_one_rank_stops_every_rank(tmp_path):
     """Rank 1's loss alone is infinite at update 4: both ranks stop there with exit 3, instead of rank 0
     training on into an all-reduce that rank 1 never joins (a hang until the NCCL/gloo timeout)."""
@@ -237,6 +238,7 @@ KILL_RANK_1 = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_rank_killed_mid_run_ends_the_job_and_a_rerun_resumes(tmp_path):
     """Rank 1 is killed (SIGKILL) after the checkpoint of step 10: rank 0 does not wait in a collective
     for a peer that is gone; it stops with exit 4 and one line saying so, and which checkpoint is kept.
@@ -313,6 +315,7 @@ echo "$@" >> {record}
 """
 
 
+@pytest.mark.slow
 def test_a_slurm_job_checkpoints_before_its_time_limit_and_requeues_itself(tmp_path):
     """In a Slurm job the trainer reads the job's end (squeue) and stops --stop-margin seconds before
     it: checkpoint, `scontrol requeue <job>`, exit 75; the requeued job resumes to the same weights."""

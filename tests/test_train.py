@@ -138,6 +138,7 @@ def test_prefetcher_serves_every_step_in_order_and_after_a_jump():
     assert {1, 2, 3, 4, 9}.issubset(made)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("option", [{"prefetch": 0}, {"compile": True}])
 def test_prefetching_and_compiling_change_no_result(tmp_path, option):
     """Collating in the prefetch thread gives the weights of the plain loop bit for bit; torch.compile
@@ -300,6 +301,7 @@ def test_loss_scaling_skips_an_overflowing_update_and_goes_on(tmp_path):
 
 
 # -- the command, torchrun and signals ---------------------------------------------------------------
+@pytest.mark.slow
 def test_ddp_two_processes_equal_one_process_with_accumulation_two(tmp_path):
     # one process: micro-batches of 200 tokens, 2 per update; two processes: 1 each
     single = toy.settings(steps=6, tokens_per_update=400, max_tokens=200)
@@ -349,6 +351,7 @@ def test_ddp_two_processes_equal_one_process_with_accumulation_two(tmp_path):
     assert l1 == pytest.approx(l2, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_sigterm_mid_run_checkpoints_and_resumes(tmp_path):
     settings = toy.settings(steps=400, checkpoint_interval=1000, log_interval=5)
     args = toy.train_command(tmp_path, settings)

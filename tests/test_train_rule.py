@@ -73,6 +73,7 @@ def snakemake_cmd(workdir: Path, target: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_train_rule_on_cpu(tmp_path):
     workdir = tiny_study(tmp_path, steps=60)
     run = subprocess.run(
@@ -86,6 +87,7 @@ def test_train_rule_on_cpu(tmp_path):
     assert (workdir / "results/benchmarks/train/toy-run.tsv").exists()
 
 
+@pytest.mark.slow
 def test_a_stopped_training_job_resumes_when_run_again(tmp_path):
     """SIGTERM (a preemption, a user) stops the job with a checkpoint and exit 75; Snakemake reports
     it (a job outside Slurm is not requeued, nor retried) and the next `snakemake` resumes it."""
@@ -119,6 +121,7 @@ def test_a_stopped_training_job_resumes_when_run_again(tmp_path):
     assert checkpoint.load(workdir / "results/toy-run/checkpoints/last.pt")["step"] == 3000
 
 
+@pytest.mark.slow
 def test_a_nonfinite_loss_is_not_retried(tmp_path):
     """Exit 3 would replay the same data and dropout from the same checkpoint and fail again (at
     scale, five multi-GPU jobs in a row): the job fails once, with the trainer's message."""
