@@ -249,14 +249,14 @@ def test_a_rank_killed_mid_run_ends_the_job_and_a_rerun_resumes(tmp_path):
     script.write_text(KILL_RANK_1)
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2"]
     torchrun += ["--monitor-interval", "5", "--master-addr", "127.0.0.1"]  # rank 0 ends by itself first
-    env = {**toy.env_for_subprocess(), "AIAYN_TEST_KILL_AT": "13"}
-    killed = subprocess.run(
-        [*torchrun, "--master-port", str(toy.free_port()), str(script), *args[2:]],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+
+    def two_ranks(kill_at: int) -> subprocess.CompletedProcess:
+        """The training as two ranks; rank 1 killed before update `kill_at` (-1: never)."""
+        env = {**toy.env_for_subprocess(), "AIAYN_TEST_KILL_AT": str(kill_at)}
+        cmd = [*torchrun, "--master-port", str(toy.free_port()), str(script), *args[2:]]
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+
+    killed = two_ranks(13)
     said = killed.stdout + killed.stderr
     assert killed.returncode != 0, said[-3000:]
     # rank 0 ends by itself (exit 4), or its torchrun agent, having seen rank 1 die, ends it with
@@ -270,14 +270,7 @@ def test_a_rank_killed_mid_run_ends_the_job_and_a_rerun_resumes(tmp_path):
     assert "GLHF" not in line, line
     assert "stopping at step 13; the newest checkpoint (step 10) is kept: run again to resume (exit 4)" in line
     assert "aiayn/training/" not in said  # no traceback through the trainer (torchrun's own report stays)
-    env["AIAYN_TEST_KILL_AT"] = "-1"
-    again = subprocess.run(
-        [*torchrun, "--master-port", str(toy.free_port()), str(script), *args[2:]],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    again = two_ranks(-1)
     assert again.returncode == 0 and "resumed from step 10" in again.stdout, again.stderr[-3000:]
     straight = subprocess.run(
         [sys.executable, *toy.train_command(tmp_path / "straight", settings)],

@@ -74,7 +74,7 @@ PEER_LOST = (
 
 
 def peer_failure(exc: BaseException, env: Env) -> str | None:
-    """The first line of torch's message if `exc` says another process of this job was lost (it
+    """The first sentence of torch's message if `exc` says another process of this job was lost (it
     crashed, was killed, or its node went away), else None: under one process, or for any other
     error, nothing is taken for a lost peer."""
     if env.world_size == 1 or not isinstance(exc, RuntimeError):
