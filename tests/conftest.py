@@ -37,11 +37,24 @@ def _end_group(pgid: int) -> None:
         pass
 
 
+# Every timeout is multiplied by AIAYN_TEST_TIMEOUT_SCALE (default 1): a slow or busy machine can
+# give every process of the tests more time at once (README, "Tests").
+def timeout_scale() -> float:
+    text = os.environ.get("AIAYN_TEST_TIMEOUT_SCALE", "1")
+    try:
+        scale = float(text)
+    except ValueError:
+        scale = 0.0
+    if not scale > 0:
+        raise pytest.UsageError(f"AIAYN_TEST_TIMEOUT_SCALE={text!r}: expected a number > 0 (say 3)")
+    return scale
+
+
 class GroupTimedOut(subprocess.TimeoutExpired):
     def __str__(self) -> str:
         return (
-            f"{super().__str__()} Its whole process group was killed. On a loaded machine run this test "
-            "alone, with OMP_WAIT_POLICY=PASSIVE (spin-waiting OpenMP threads starve each other)."
+            f"{super().__str__()} Its whole process group was killed. On a slow or busy machine run this test "
+            f"alone, or give every test's processes more time: AIAYN_TEST_TIMEOUT_SCALE=3 (now {timeout_scale():g})."
         )
 
 
@@ -51,6 +64,8 @@ def run_in_own_group(*popenargs, input=None, capture_output=False, timeout=None,
     if kwargs.get("start_new_session") is False or "preexec_fn" in kwargs or "process_group" in kwargs:
         return _RUN(*popenargs, input=input, capture_output=capture_output, timeout=timeout, check=check, **kwargs)
     kwargs["start_new_session"] = True
+    if timeout is not None:
+        timeout = timeout * timeout_scale()
     if input is not None:
         kwargs["stdin"] = subprocess.PIPE
     if capture_output:
@@ -61,7 +76,7 @@ def run_in_own_group(*popenargs, input=None, capture_output=False, timeout=None,
         except subprocess.TimeoutExpired as exc:
             _end_group(process.pid)
             process.wait()
-            raise GroupTimedOut(exc.cmd, exc.timeout, output=exc.output, stderr=exc.stderr) from None
+            raise GroupTimedOut(exc.cmd, timeout, output=exc.output, stderr=exc.stderr) from None
         except BaseException:
             _end_group(process.pid)
             process.wait()

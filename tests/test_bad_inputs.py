@@ -670,6 +670,27 @@ def test_bad_input_gets_one_clear_line(case, world, tmp_path, capsys):
         assert not (tmp_path / case.out).exists(), f"{case.out} was left under its final name"
 
 
+@pytest.mark.parametrize("case", [c for c in CASES if not c.id.startswith("cli:")], ids=lambda c: c.id)
+def test_bad_input_under_log_is_one_line_in_the_log_and_on_the_terminal(case, world, tmp_path, capsys):
+    """The same cases as a rule runs them (`--log FILE`, aiayn.cli.log_to): the one line in the
+    log, and on stdout with the log's name; nothing on the terminal's stderr."""
+    log = tmp_path / "logs" / "case.log"
+    log.parent.mkdir()
+    argv = case.argv(world, tmp_path)
+    try:
+        code = cli.main([*argv, "--log", str(log)])
+    except SystemExit as exc:  # argparse: its usage on the terminal's stderr, before any log
+        code, logged = exc.code, ""
+    else:
+        logged = log.read_text().strip()
+        assert logged.startswith(f"aiayn {argv[0]}: error: ") and "\n" not in logged, logged
+        assert case.says in logged
+    out, err = capsys.readouterr()
+    assert code == 2, (out, err)
+    if logged:
+        assert err == "" and out.strip().splitlines()[-1] == f"{logged} (log: {log})", (out, err)
+
+
 def test_the_cases_go_in_the_order_of_the_commands():
     order = list(cli.COMMANDS) + ["cli"]
     commands = [c.id.split(":")[0] for c in CASES]

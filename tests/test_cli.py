@@ -16,7 +16,7 @@ import pytest
 from conftest import ROOT
 
 import aiayn
-from aiayn.cli import COMMANDS, build_parser, main
+from aiayn.cli import COMMANDS, build_parser, main, thread_policy
 from aiayn.report import figures, tables
 from aiayn.study.grid import sources_line
 
@@ -218,3 +218,59 @@ def test_a_vocabulary_smaller_than_asked_says_why(tmp_path, capsys):
     info = json.loads(info_path.read_text())
     assert info["target"]["asked"] == 300 and info["target"]["pieces"] < 300
     assert "5 distinct words" in info["target"]["reason"] and info["target"]["reason"] in log
+
+
+# -- the thread policy and --log: every command, before its library is imported ------------------------
+def test_the_thread_policy_waits_passively_and_shares_a_jobs_threads_among_its_processes():
+    env = {}
+    thread_policy(env)
+    assert env == {"OMP_WAIT_POLICY": "PASSIVE"}
+    env = {"OMP_WAIT_POLICY": "ACTIVE", "OMP_NUM_THREADS": "8"}  # the user's own choice stays
+    thread_policy(env)
+    assert env == {"OMP_WAIT_POLICY": "ACTIVE", "OMP_NUM_THREADS": "8"}
+    for threads, processes, share in (("8", "4", "2"), ("8", "3", "2"), ("2", "4", "1"), ("8", "1", "8")):
+        env = {"OMP_NUM_THREADS": threads, "LOCAL_WORLD_SIZE": processes}
+        thread_policy(env)
+        assert env["OMP_NUM_THREADS"] == share, (threads, processes)
+    env = {"AIAYN_THREAD_POLICY": "off", "OMP_NUM_THREADS": "8", "LOCAL_WORLD_SIZE": "4"}
+    thread_policy(env)
+    assert env == {"AIAYN_THREAD_POLICY": "off", "OMP_NUM_THREADS": "8", "LOCAL_WORLD_SIZE": "4"}
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_every_command_sets_the_policy_before_it_imports_torch(command, monkeypatch):
+    """main() sets the policy before parsing (so before any command's module or torch is imported):
+    shown with each command's --help, which imports its module and nothing heavy."""
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+
+
+def test_torch_computes_with_the_policys_threads(tmp_path):
+    """torch reads the variables the policy sets: a process of a 2-process torchrun job given 2
+    threads computes with 1."""
+    code = "from aiayn.cli import thread_policy; thread_policy(); import torch; print(torch.get_num_threads())"
+    env = dict(os.environ, OMP_NUM_THREADS="2", LOCAL_WORLD_SIZE="2", PYTHONPATH=str(ROOT / "src"))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["1"], done.stderr
+
+
+def test_a_logged_training_says_its_progress_on_the_terminal_and_everything_in_its_log(tmp_path):
+    """`--log FILE` (the train and translate rules): each progress line on stdout after the log's
+    name, all of them in the log, stderr in the log only; the start line names the threads."""
+    import toy
+
+    log = tmp_path / "logs" / "train" / "toy.log"
+    log.parent.mkdir(parents=True)
+    args = toy.train_command(tmp_path, toy.settings(steps=4, log_interval=2, checkpoint_interval=4), "--log", str(log))
+    env = {k: v for k, v in toy.env_for_subprocess().items() if k != "OMP_WAIT_POLICY"}
+    done = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, log.read_text()
+    assert done.stderr == ""
+    said, logged = done.stdout.splitlines(), log.read_text().splitlines()
+    assert said and all(line.startswith("train/toy: ") for line in said), said
+    assert [line.removeprefix("train/toy: ") for line in said] == [line for line in logged if line in "\n".join(said)]
+    assert any(line.startswith("train/toy: step 2/4 loss ") for line in said), said
+    assert "1 CPU thread(s) per process, OMP_WAIT_POLICY PASSIVE" in said[0]
+    assert set(logged) >= {line.removeprefix("train/toy: ") for line in said}

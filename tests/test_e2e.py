@@ -23,12 +23,14 @@ from aiayn.data.corpus import read_lines
 from aiayn.training import checkpoint
 
 
-def run_study(workdir: Path, configfile: Path, timeout: int) -> None:
+def run_study(workdir: Path, configfile: Path, timeout: int) -> subprocess.CompletedProcess:
     """The whole DAG (`snakemake all`, 2 cores) in `workdir`, with `configfile` as the whole config."""
     cmd = [sys.executable, "-m", "snakemake", "all", "-s", str(ROOT / "Snakefile"), "-d", str(workdir),
            "--cores", "2", "--configfile", str(configfile), "--replace-workflow-config"]  # fmt: skip
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
+    (workdir / "terminal.txt").write_text(run.stdout + run.stderr)  # what the user saw
+    return run
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +73,24 @@ def test_every_table_with_paper_columns(run_dag):
     assert all(r["p_value_vs_base"] for r in table3 if r["row"] != "base")
     table4 = list(csv.DictReader((run_dag / "tables/table4.csv").open()))
     assert any(r["row"] == "baseline: right-branching" and r["f1"] and r["setting"] for r in table4)
+
+
+@pytest.mark.slow
+def test_trainings_and_translations_say_their_progress_on_the_terminal(run_dag):
+    """What Snakemake's terminal shows while the long jobs run: each training's start, step and dev
+    lines and each translation's progress, after the job's log name; the log has the same lines.
+    The start line names the rule's threads (Snakemake's OMP_NUM_THREADS: 2 of --cores 2) and the
+    wait policy."""
+    terminal = (run_dag.parent / "terminal.txt").read_text().splitlines()
+    for experiment in ("base", "big", "t3-A-h1.seed-2", "parse.tune-P_drop0.3-lr_scale2"):
+        prefix = f"train/{experiment}: "
+        said = [line.removeprefix(prefix) for line in terminal if line.startswith(prefix)]
+        assert said[0].startswith(f"training {experiment}: ") and said[-1].startswith("done: "), said
+        assert said[0].endswith("2 CPU thread(s) per process, OMP_WAIT_POLICY PASSIVE"), said[0]
+        assert any(line.startswith("step ") and " eta " in line for line in said), said
+        logged = (run_dag / "logs" / "train" / f"{experiment}.log").read_text().splitlines()
+        assert said == [line for line in logged if line in said], "the terminal and the log differ"
+    assert any(line.startswith("translate/base.test.") and "translated 40/40 sentences" in line for line in terminal)
 
 
 @pytest.mark.slow

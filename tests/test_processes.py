@@ -44,12 +44,26 @@ def test_a_timed_out_command_takes_its_children_along(tmp_path):
     script = f"sleep 300 >/dev/null 2>&1 & echo $! > {pids}; sleep 300"
     with pytest.raises(subprocess.TimeoutExpired) as timed_out:
         subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=2)
-    assert "whole process group was killed" in str(timed_out.value) and "OMP_WAIT_POLICY" in str(timed_out.value)
+    said = str(timed_out.value)
+    assert "whole process group was killed" in said and "AIAYN_TEST_TIMEOUT_SCALE=3 (now 1)" in said, said
+    assert timed_out.value.timeout == 2
     child = int(pids.read_text())
     deadline = time.time() + 10
     while not gone(child) and time.time() < deadline:
         time.sleep(0.1)
     assert gone(child), f"the background child {child} outlived its timed-out parent"
+
+
+def test_timeouts_scale_as_asked(tmp_path, monkeypatch):
+    """AIAYN_TEST_TIMEOUT_SCALE multiplies every timeout of the tests' processes; a bad value is
+    refused, naming the variable."""
+    monkeypatch.setenv("AIAYN_TEST_TIMEOUT_SCALE", "0.5")
+    with pytest.raises(subprocess.TimeoutExpired) as timed_out:
+        subprocess.run(["sleep", "30"], timeout=4)
+    assert timed_out.value.timeout == 2 and "(now 0.5)" in str(timed_out.value)
+    monkeypatch.setenv("AIAYN_TEST_TIMEOUT_SCALE", "fast")
+    with pytest.raises(pytest.UsageError, match="AIAYN_TEST_TIMEOUT_SCALE='fast'"):
+        subprocess.run(["true"], timeout=4)
 
 
 def test_a_command_that_ends_leaves_nothing_behind(tmp_path):

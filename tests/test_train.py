@@ -394,11 +394,13 @@ def test_an_unknown_gpu_says_its_peak_is_unknown():
     rec = start_record(env=Env(), step=0, accumulation=1, budget=100, params=10, precision="bf16", hosts=["h"])
 
     def line(device):
-        return format_start({**rec, "device_name": device}, name="x", total=5)
+        cpu = {"threads": 2, "omp_wait_policy": "PASSIVE"}
+        return format_start({**rec, **cpu, "device_name": device}, name="x", total=5)
 
     assert line("NVIDIA L40") == (
         "training x: 10 parameters on 1 x NVIDIA L40; peak bf16 FLOP/s of this GPU unknown "
-        "(aiayn.training.hardware.PEAKS): no MFU, 1 micro-batch(es) of <= 100 tokens per side per process, step 0 -> 5"
+        "(aiayn.training.hardware.PEAKS): no MFU, 1 micro-batch(es) of <= 100 tokens per side per process, "
+        "step 0 -> 5; 2 CPU thread(s) per process, OMP_WAIT_POLICY PASSIVE"
     )
     assert "unknown" not in line("NVIDIA H100 80GB HBM3")
     assert "unknown" not in line("cpu")

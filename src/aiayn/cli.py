@@ -4,14 +4,21 @@ Each command parses its arguments and calls one library function. What the user 
 config, a missing or damaged file, a full disk or a read-only folder, too little memory, Ctrl-C)
 ends with one line on stderr naming the file or key and what to do (`aiayn.errors.explain`),
 and exit code 2 (130 for Ctrl-C); only a bug of ours shows a traceback.
+
+Every command, before it imports torch, sets the thread policy of the OpenMP runtime torch computes
+with (`thread_policy`), and takes `--log FILE` (`log_to`): what a rule's job prints goes to its log,
+and its progress lines to the terminal as well.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
+from pathlib import Path
+from typing import Iterator, MutableMapping, TextIO
 
 from aiayn import described
 from aiayn.errors import EXIT_USER, explain
@@ -43,6 +50,80 @@ COMMANDS = {
 }
 
 
+def thread_policy(environ: MutableMapping[str, str] = os.environ) -> None:
+    """How torch's OpenMP threads wait and how many there are, set before torch is imported.
+
+    - `OMP_WAIT_POLICY=PASSIVE` unless set: a thread with no work sleeps instead of spinning. Spinning
+      threads are what makes a busy machine many times slower (they take the cores the threads still
+      working need; benchmarks/README.md measures it).
+    - `OMP_NUM_THREADS` is a rule's `threads` (Snakemake exports it to every job); a process of a
+      `torchrun` job with several processes on its node (`LOCAL_WORLD_SIZE`) takes its share of them,
+      at least 1, so that N processes do not run N times the threads the job was given.
+
+    `AIAYN_THREAD_POLICY=off` leaves both as the environment has them (torch's own defaults).
+    """
+    if environ.get("AIAYN_THREAD_POLICY") == "off":
+        return
+    environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    threads, local = environ.get("OMP_NUM_THREADS", ""), environ.get("LOCAL_WORLD_SIZE", "")
+    if threads.isdigit() and local.isdigit() and int(local) > 1:
+        environ["OMP_NUM_THREADS"] = str(max(1, int(threads) // int(local)))
+
+
+class _Tee:
+    """A text stream writing to `log` as it is, and to `terminal` line by line after `prefix`."""
+
+    def __init__(self, terminal: TextIO, log: TextIO, prefix: str):
+        self.terminal, self.log, self.prefix, self.pending = terminal, log, prefix, ""
+
+    def write(self, text: str) -> int:
+        self.log.write(text)
+        self.log.flush()
+        *lines, self.pending = (self.pending + text).split("\n")
+        if self.terminal is not None and lines:
+            try:
+                self.terminal.write("".join(f"{self.prefix}{line}\n" for line in lines))
+                self.terminal.flush()
+            except (OSError, ValueError):  # the terminal is gone (a closed pipe): the log goes on
+                self.terminal = None
+        return len(text)
+
+    def flush(self) -> None:
+        self.log.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.log, name)
+
+
+@contextlib.contextmanager
+def log_to(path: str) -> Iterator[TextIO]:
+    """`--log FILE`: while the command runs, what it prints on stdout (its progress lines) is
+    appended to `path` and said on stdout too, each line after the log's name (`train/base: step
+    50/200 ...`, so that the lines of jobs running side by side can be told apart); its stderr
+    (warnings, C libraries' and child processes' output) is appended to `path` only. Yields the
+    terminal's stdout, where a failure's one line is said too; restores both streams at the end."""
+    log = open(path, "a", encoding="utf-8", buffering=1)  # closed at the end below
+    sys.stdout.flush()
+    sys.stderr.flush()
+    terminal, saved_stderr, saved_fd = sys.stdout, sys.stderr, os.dup(2)
+    os.dup2(log.fileno(), 2)
+    sys.stderr = log
+    try:
+        same = os.path.samestat(os.fstat(terminal.fileno()), os.fstat(log.fileno()))
+    except (OSError, ValueError):
+        same = False
+    if not same:  # stdout already the log (`>> log`): once is enough
+        name = Path(path)
+        sys.stdout = _Tee(terminal, log, f"{name.parent.name}/{name.stem}: ")
+    try:
+        yield terminal
+    finally:
+        sys.stdout, sys.stderr = terminal, saved_stderr
+        os.dup2(saved_fd, 2)
+        os.close(saved_fd)
+        log.close()
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command, with the arguments of `command` (only its module is imported)."""
     parser = argparse.ArgumentParser(prog="python -m aiayn", description=__doc__.splitlines()[0], allow_abbrev=False)
@@ -51,6 +132,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     for name, (module, help_) in COMMANDS.items():
         # allow_abbrev=False: an option is typed whole (`--lr` is not `--lr-plot`)
         cmd = sub.add_parser(name, help=help_, description=help_, allow_abbrev=False)
+        cmd.add_argument(
+            "--log",
+            metavar="FILE",
+            help="append stdout to FILE as well and stderr to FILE only (a rule's log; progress stays on stdout)",
+        )
         if name == command:
             importlib.import_module(module).add_arguments(cmd)
         cmd.set_defaults(_module=module)
@@ -60,22 +146,29 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
-    try:
-        args = build_parser(command if command in COMMANDS else None).parse_args(argv)
-        result = importlib.import_module(args._module).run(args)
-    except ModuleNotFoundError as exc:
-        if exc.name is None or exc.name.split(".")[0] == "aiayn":
-            raise
-        print(
-            f"aiayn {command}: error: needs the Python package {exc.name.split('.')[0]!r}, which this "
-            "environment lacks; install the project (pip install -e .) or use the rule's envs/ file",
-            file=sys.stderr,
-        )
-        return EXIT_USER
-    except (Exception, KeyboardInterrupt) as exc:
-        said = explain(exc, [a for a in argv if os.path.isfile(a)])
-        if said is None:  # a bug of ours: its traceback is what to report
-            raise
-        print(f"aiayn {command}: error: {said[0]}", file=sys.stderr)
+    thread_policy()
+    with contextlib.ExitStack() as logged:
+        terminal = None
+        try:
+            args = build_parser(command if command in COMMANDS else None).parse_args(argv)
+            if args.log:
+                terminal = logged.enter_context(log_to(args.log))
+            result = importlib.import_module(args._module).run(args)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or exc.name.split(".")[0] == "aiayn":
+                raise
+            said = (
+                f"needs the Python package {exc.name.split('.')[0]!r}, which this environment lacks; install "
+                "the project (pip install -e .) or use the rule's envs/ file",
+                EXIT_USER,
+            )
+        except (Exception, KeyboardInterrupt) as exc:
+            said = explain(exc, [a for a in argv if os.path.isfile(a)])
+            if said is None:  # a bug of ours: its traceback is what to report
+                raise
+        else:
+            return int(result or 0)
+        print(f"aiayn {command}: error: {said[0]}", file=sys.stderr, flush=True)
+        if terminal is not None and sys.stdout is not terminal:  # stderr is the log: the terminal says it too
+            print(f"aiayn {command}: error: {said[0]} (log: {args.log})", file=terminal, flush=True)
         return said[1]
-    return int(result or 0)

@@ -6,6 +6,7 @@ GPUs' peak."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import torch
@@ -86,6 +87,10 @@ def start_record(
         "params": params,
         "device_name": device_name(env.device),
         "precision": precision,
+        # each process's CPU threads (a rule's `threads`, shared among a node's processes) and how
+        # idle ones wait (aiayn.cli.thread_policy)
+        "threads": torch.get_num_threads(),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "wall": time.time(),
     }
 
@@ -101,7 +106,8 @@ def format_start(rec: dict, *, name: str, total: int) -> str:
     return (
         f"training {name}: {rec['params']:,} parameters on {rec['world_size']} x {rec['device_name']}{tasks}, "
         f"{rec['accumulation']} micro-batch(es) of <= {rec['budget']} tokens per side per process, "
-        f"step {rec['step']} -> {total}"
+        f"step {rec['step']} -> {total}; {rec['threads']} CPU thread(s) per process, "
+        f"OMP_WAIT_POLICY {rec.get('omp_wait_policy') or 'unset'}"
     )
 
 
