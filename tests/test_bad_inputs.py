@@ -672,13 +672,13 @@ def test_bad_input_gets_one_clear_line(case, world, tmp_path, capsys):
 
 @pytest.mark.parametrize("case", [c for c in CASES if not c.id.startswith("cli:")], ids=lambda c: c.id)
 def test_bad_input_under_log_is_one_line_in_the_log_and_on_the_terminal(case, world, tmp_path, capsys):
-    """The same cases as a rule runs them (`--log FILE`, aiayn.cli.log_to): the one line in the
+    """The same cases as a rule runs them (`--log-to FILE`, aiayn.cli.log_to): the one line in the
     log, and on stdout with the log's name; nothing on the terminal's stderr."""
     log = tmp_path / "logs" / "case.log"
     log.parent.mkdir()
     argv = case.argv(world, tmp_path)
     try:
-        code = cli.main([*argv, "--log", str(log)])
+        code = cli.main([*argv, "--log-to", str(log)])
     except SystemExit as exc:  # argparse: its usage on the terminal's stderr, before any log
         code, logged = exc.code, ""
     else:

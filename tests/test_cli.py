@@ -220,7 +220,7 @@ def test_a_vocabulary_smaller_than_asked_says_why(tmp_path, capsys):
     assert "5 distinct words" in info["target"]["reason"] and info["target"]["reason"] in log
 
 
-# -- the thread policy and --log: every command, before its library is imported ------------------------
+# -- the thread policy and --log-to: every command, before its library is imported ------------------------
 def test_the_thread_policy_waits_passively_and_shares_a_jobs_threads_among_its_processes():
     env = {}
     thread_policy(env)
@@ -257,13 +257,14 @@ def test_torch_computes_with_the_policys_threads(tmp_path):
 
 
 def test_a_logged_training_says_its_progress_on_the_terminal_and_everything_in_its_log(tmp_path):
-    """`--log FILE` (the train and translate rules): each progress line on stdout after the log's
+    """`--log-to FILE` (the train and translate rules): each progress line on stdout after the log's
     name, all of them in the log, stderr in the log only; the start line names the threads."""
     import toy
 
     log = tmp_path / "logs" / "train" / "toy.log"
     log.parent.mkdir(parents=True)
-    args = toy.train_command(tmp_path, toy.settings(steps=4, log_interval=2, checkpoint_interval=4), "--log", str(log))
+    settings = toy.settings(steps=4, log_interval=2, checkpoint_interval=4)
+    args = toy.train_command(tmp_path, settings, "--log-to", str(log))
     env = {k: v for k, v in toy.env_for_subprocess().items() if k != "OMP_WAIT_POLICY"}
     done = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, log.read_text()
@@ -274,3 +275,15 @@ def test_a_logged_training_says_its_progress_on_the_terminal_and_everything_in_i
     assert any(line.startswith("train/toy: step 2/4 loss ") for line in said), said
     assert "1 CPU thread(s) per process, OMP_WAIT_POLICY PASSIVE" in said[0]
     assert set(logged) >= {line.removeprefix("train/toy: ") for line in said}
+
+
+def test_every_train_option_passes_through_torchrun():
+    """torchrun parses the whole command line, ours included, and refuses an option of ours that
+    abbreviates one of its own (`--log` for its --log-dir / --logs-specs): every option of `train`
+    must reach it untouched."""
+    from torch.distributed.run import get_args_parser
+
+    ours = [o for a in subparser("train")._actions for o in a.option_strings if o.startswith("--") and o != "--help"]
+    argv = [x for o in ours for x in (o, "1")]
+    parsed = get_args_parser().parse_args(["--nnodes", "1", "--nproc-per-node", "2", "-m", "aiayn", "train", *argv])
+    assert parsed.training_script == "aiayn" and parsed.training_script_args == ["train", *argv]

@@ -6,7 +6,7 @@ ends with one line on stderr naming the file or key and what to do (`aiayn.error
 and exit code 2 (130 for Ctrl-C); only a bug of ours shows a traceback.
 
 Every command, before it imports torch, sets the thread policy of the OpenMP runtime torch computes
-with (`thread_policy`), and takes `--log FILE` (`log_to`): what a rule's job prints goes to its log,
+with (`thread_policy`), and takes `--log-to FILE` (`log_to`): what a rule's job prints goes to its log,
 and its progress lines to the terminal as well.
 """
 
@@ -97,7 +97,7 @@ class _Tee:
 
 @contextlib.contextmanager
 def log_to(path: str) -> Iterator[TextIO]:
-    """`--log FILE`: while the command runs, what it prints on stdout (its progress lines) is
+    """`--log-to FILE`: while the command runs, what it prints on stdout (its progress lines) is
     appended to `path` and said on stdout too, each line after the log's name (`train/base: step
     50/200 ...`, so that the lines of jobs running side by side can be told apart); its stderr
     (warnings, C libraries' and child processes' output) is appended to `path` only. Yields the
@@ -133,7 +133,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         # allow_abbrev=False: an option is typed whole (`--lr` is not `--lr-plot`)
         cmd = sub.add_parser(name, help=help_, description=help_, allow_abbrev=False)
         cmd.add_argument(
-            "--log",
+            "--log-to",
             metavar="FILE",
             help="append stdout to FILE as well and stderr to FILE only (a rule's log; progress stays on stdout)",
         )
@@ -151,8 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         terminal = None
         try:
             args = build_parser(command if command in COMMANDS else None).parse_args(argv)
-            if args.log:
-                terminal = logged.enter_context(log_to(args.log))
+            if args.log_to:
+                terminal = logged.enter_context(log_to(args.log_to))
             result = importlib.import_module(args._module).run(args)
         except ModuleNotFoundError as exc:
             if exc.name is None or exc.name.split(".")[0] == "aiayn":
@@ -170,5 +170,5 @@ def main(argv: list[str] | None = None) -> int:
             return int(result or 0)
         print(f"aiayn {command}: error: {said[0]}", file=sys.stderr, flush=True)
         if terminal is not None and sys.stdout is not terminal:  # stderr is the log: the terminal says it too
-            print(f"aiayn {command}: error: {said[0]} (log: {args.log})", file=terminal, flush=True)
+            print(f"aiayn {command}: error: {said[0]} (log: {args.log_to})", file=terminal, flush=True)
         return said[1]

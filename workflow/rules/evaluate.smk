@@ -28,7 +28,7 @@ rule translate:
         decode=get_decode,
     shell:
         "python -m aiayn translate --model {input.model:q} --input {input.src:q} --spm-src {input.spm_src:q}"
-        " --spm-tgt {input.spm_tgt:q} --decode {params.decode:q} --out {output:q} --log {log:q} 2>> {log:q}"
+        " --spm-tgt {input.spm_tgt:q} --decode {params.decode:q} --out {output:q} --log-to {log:q} 2>> {log:q}"
 
 
 rule score:

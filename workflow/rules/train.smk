@@ -61,7 +61,7 @@ rule train:
     shell:
         "{params.launch} -m aiayn train --settings {input.settings:q} --train {input.train:q} --dev {input.dev:q}"
         " --spm-src {input.spm_src:q} --spm-tgt {input.spm_tgt:q} --checkpoints {params.checkpoints:q}"
-        " --stop-margin {resources.stop_margin_s} --out {output:q} --log {log:q} 2>> {log:q}"
+        " --stop-margin {resources.stop_margin_s} --out {output:q} --log-to {log:q} 2>> {log:q}"
 
 
 # Selection on the dev set (§6.3): an experiment with a `tune` grid is not trained itself; its
