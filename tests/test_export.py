@@ -162,6 +162,7 @@ def test_ctranslate2_decodes_the_export_as_we_do(exported):
     assert same >= 0.85 * len(ids), f"{same} of {len(ids)} beam-4 outputs the same"
 
 
+@pytest.mark.slow  # the module's trained model: about 35 s
 def test_a_model_without_an_exact_marian_form_is_refused(trained):
     payload = ckpt.load(trained / "model.pt")
     payload["model_config"] = {**payload["model_config"], "d_k": 4}

@@ -1,0 +1,96 @@
+"""The demo's figures across torch's CPU kernels: how far another CPU's arithmetic can move them.
+
+torch picks its CPU kernels by what the CPU can do (`ATEN_CPU_CAPABILITY`: `default`, `avx2`,
+`avx512` on x86-64); forcing each on one machine stands in for other CPUs. Each run is the demo as
+typed (`snakemake --profile profiles/demo`, from a fresh copy of the repository's files), one
+after the other; `--cores` adds runs at other thread counts. Prints each figure by run, and its
+range as README.md's "The demo's figures on other CPUs" states it.
+
+    python benchmarks/demo_kernels.py --json benchmarks/demo_kernels.json   # about 25 minutes on 2 cores
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from load import run_whole  # noqa: E402 (a process group killed whole when the run ends)
+
+
+def figures(tables: Path) -> dict[str, float]:
+    """The demo's figures the README states, from one run's tables."""
+
+    def rows(n):  # by experiment (baselines by row), without the lines of each seed
+        lines = csv.DictReader((tables / f"table{n}.csv").open())
+        return {r["experiment"] or r["row"]: r for r in lines if not r.get("replicate_of")}
+
+    t2, t3, t4 = rows(2), rows(3), rows(4)
+    return {
+        "Table 2: base BLEU (mean of 3 seeds)": float(t2["base"]["bleu"]),
+        "Table 2: big BLEU": float(t2["big"]["bleu"]),
+        "Table 2: baseline, copy the source": float(t2["baseline: copy the source"]["bleu"]),
+        "Table 2: baseline, word by word": float(t2["baseline: word by word"]["bleu"]),
+        "Table 3 dev BLEU: base (mean of 3 seeds)": float(t3["base"]["dev_bleu"]),
+        "Table 3 dev BLEU: one head (mean of 2 seeds)": float(t3["t3-A-h1"]["dev_bleu"]),
+        "Table 3 dev BLEU: no label smoothing": float(t3["t3-D-ls0.0"]["dev_bleu"]),
+        "Table 3 dev BLEU: fairseq's initialisation": float(t3["t3-init-fairseq"]["dev_bleu"]),
+        "Table 3 dev BLEU: big": float(t3["big"]["dev_bleu"]),
+        "Table 4: parser F1": float(t4["parse"]["f1"]),
+        "Table 4: baseline, right-branching": float(t4["baseline: right-branching"]["f1"]),
+    }
+
+
+def demo(kernel: str, cores: int, env: dict) -> tuple[dict[str, float], float]:
+    work = Path(tempfile.mkdtemp(prefix=f"aiayn-kernel-{kernel}-"))
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True)
+    for name in files.stdout.splitlines():
+        if (ROOT / name).is_file():
+            (work / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, work / name)
+    start = time.perf_counter()
+    cmd = [sys.executable, "-m", "snakemake", "--profile", "profiles/demo", "--cores", str(cores)]
+    run = run_whole(cmd, cwd=work, env={**env, "ATEN_CPU_CAPABILITY": kernel})
+    seconds = time.perf_counter() - start
+    if run.returncode != 0:
+        sys.exit(f"the demo failed with ATEN_CPU_CAPABILITY={kernel}:\n{run.stderr[-3000:]}")
+    found = figures(work / "results/demo/tables")
+    shutil.rmtree(work, ignore_errors=True)
+    return found, seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kernels", nargs="+", default=["default", "avx2", "avx512"])
+    parser.add_argument("--cores", nargs="+", type=int, default=[2], help="a run per kernel and --cores value")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    env = {k: v for k, v in os.environ.items() if k != "SNAKEMAKE_PROFILE"}
+    env["PYTHONPATH"] = str(ROOT / "src")
+    env.setdefault("XDG_CACHE_HOME", tempfile.gettempdir() + "/aiayn-bench-cache")
+    runs = {}
+    for cores in args.cores:
+        for kernel in args.kernels:
+            label = f"{kernel}, {cores} cores"
+            runs[label], seconds = demo(kernel, cores, env)
+            print(f"{label}: {seconds:.0f} s", flush=True)
+    names = list(next(iter(runs.values())))
+    print(f"\n{'figure':<46}" + "".join(f"{label:>20}" for label in runs) + "   range")
+    for name in names:
+        values = [runs[label][name] for label in runs]
+        print(f"{name:<46}" + "".join(f"{v:>20.2f}" for v in values) + f"   {min(values):.2f}–{max(values):.2f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(runs, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
