@@ -273,7 +273,8 @@ def test_a_logged_training_says_its_progress_on_the_terminal_and_everything_in_i
     assert done.stderr == ""
     said, logged = done.stdout.splitlines(), log.read_text().splitlines()
     assert said and all(line.startswith("train/toy: ") for line in said), said
-    assert [line.removeprefix("train/toy: ") for line in said] == [line for line in logged if line in "\n".join(said)]
+    shown = [line.removeprefix("train/toy: ") for line in said]
+    assert shown == [line for line in logged if line in shown], "the terminal's lines are not the log's, in order"
     assert any(line.startswith("train/toy: step 2/4 loss ") for line in said), said
     assert "1 CPU thread(s) per process, OMP_WAIT_POLICY PASSIVE" in said[0]
     assert set(logged) >= {line.removeprefix("train/toy: ") for line in said}

@@ -118,6 +118,8 @@ def log_to(path: str) -> Iterator[TextIO]:
     try:
         yield terminal
     finally:
+        if isinstance(sys.stdout, _Tee) and sys.stdout.pending:  # a last line without its newline
+            sys.stdout.write("\n")
         sys.stdout, sys.stderr = terminal, saved_stderr
         os.dup2(saved_fd, 2)
         os.close(saved_fd)
