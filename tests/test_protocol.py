@@ -7,19 +7,23 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 import unicodedata
 from pathlib import Path
 
 import pytest
 
 from aiayn.data.corpus import read_lines
+from aiayn.errors import UserError
 from aiayn.evaluation import moses
-from aiayn.evaluation.score import bleu_scores, compound_split, paper_tokenize, score_file
+from aiayn.evaluation.score import bleu_scores, compound_split, multi_bleu, paper_tokenize, score_file
 from aiayn.parsing.evalb import evalb
 
 FIXTURES = Path(__file__).parent / "fixtures" / "protocol"
 BLEU, EVALB = FIXTURES / "bleu", FIXTURES / "evalb"
 UNICODE, SMOOTHING, EDGES = FIXTURES / "bleu-unicode", FIXTURES / "bleu-smoothing", FIXTURES / "evalb-edges"
+ROUND4 = FIXTURES / "round4"
+SCORING = {"moses_lang": "de", "compound_split": True, "sacrebleu_tokenize": "13a"}
 
 
 def lines(path: Path) -> list[str]:
@@ -57,25 +61,35 @@ def test_moses_tokenization_of_every_script_line_by_line(lang, count):
         ("ein\u00a0Wort", "ein Wort"),  # a no-break space is white space to perl too
         (" \u3000 ", " \u3000 "),  # a line of white space only is printed as it is
         ("Dr.  ( a", "Dr. ( a"),
+        # letters of Unicode 15 and 15.1 (Python 3.12, 3.13) are unassigned in perl 5.36's Unicode 14:
+        # not IsAlnum, so each is a token of its own (perl 5.36's own rule gives the same)
+        (
+            "Wort\U0001e030a \U00011f04\U00011f05 ab\u0cf3c \U0001e4d0x \U00031350\U0002ebf0 de\U0001e030.",
+            "Wort \U0001e030 a \U00011f04 \U00011f05 ab \u0cf3 c \U0001e4d0 x \U00031350 \U0002ebf0 de \U0001e030 .",
+        ),
+        ("\ufeffWir haben", "\ufeff Wir haben"),  # a byte-order mark is a token of its own to tokenizer.perl
     ],
 )
 def test_moses_tokenization_cases_from_the_issue(line, want):
     assert paper_tokenize([line], "de", split_compounds=False) == [want]
 
 
+@pytest.mark.skipif(
+    unicodedata.unidata_version != moses.UNICODE,
+    reason=f"compares with the interpreter's unicodedata, of Unicode {unicodedata.unidata_version} here, not "
+    f"{moses.UNICODE} (Python 3.11); the classes are checked against perl's own tables where perl 5.36 is",
+)
 def test_tokenizer_classes_are_the_unicode_properties_they_stand_for_at_every_code_point():
-    """Every code point (BMP and astral) against Python's unicodedata, whose Unicode version the
-    tables follow: N is the general category, Lowercase Python's one-character islower, White_Space
-    Python's isspace less U+001C..U+001F, Alphabetic the letters, Nl, Lowercase, Uppercase and the
-    package's Alphabetic marks (all Mn or Mc)."""
-    assert moses.UNICODE_VERSION == unicodedata.unidata_version
-    marks = moses.alphabetic_marks()
-    assert marks and all(unicodedata.category(chr(c)) in ("Mn", "Mc") for c in marks)
+    """The package's classes file against unicodedata of Unicode 14, at every code point (BMP and
+    astral): N is the general category, Lowercase Python's one-character islower, White_Space
+    Python's isspace less U+001C..U+001F, Alphabetic the letters, Nl, Lowercase, Uppercase and
+    marks (Mn or Mc: Other_Alphabetic, which unicodedata does not hold)."""
     classes = {k: moses.code_points(k) for k in moses.PROPERTIES}
     wrong = {k: [] for k in classes}
     for cp in range(0x110000):
         ch, cat = chr(cp), unicodedata.category(chr(cp))
-        alpha = cat in ("Lu", "Ll", "Lt", "Lm", "Lo", "Nl") or ch.islower() or ch.isupper() or cp in marks
+        letter = cat in ("Lu", "Ll", "Lt", "Lm", "Lo", "Nl") or ch.islower() or ch.isupper()
+        alpha = letter or (cp in classes["IsAlpha"] and cat in ("Mn", "Mc"))
         want = {
             "IsAlpha": alpha,
             "IsAlnum": alpha or cat == "Nd",
@@ -89,7 +103,7 @@ def test_tokenizer_classes_are_the_unicode_properties_they_stand_for_at_every_co
     assert {k: v[:10] for k, v in wrong.items() if v} == {}
     # and the classes are what the tokenizer's patterns use
     tok = moses.tokenizer("de")
-    assert tok.special.pattern.startswith(f"([^{moses.unicode_class('IsAlnum')}{moses.unicode_class('s')}")
+    assert tok.PAD_NOT_ISALNUM[0].pattern.startswith(f"([^{moses.unicode_class('IsAlnum')}{moses.unicode_class('s')}")
 
 
 PERL = shutil.which("perl")
@@ -103,19 +117,43 @@ def perl_unicode() -> str | None:
 
 
 @pytest.mark.skipif(
-    perl_unicode() != unicodedata.unidata_version,
-    reason=f"needs perl with Unicode::UCD at Unicode {unicodedata.unidata_version} (perl 5.36), "
-    f"found {perl_unicode() or 'none'}",
+    perl_unicode() != moses.UNICODE,
+    reason=f"needs perl with Unicode::UCD at Unicode {moses.UNICODE} (perl 5.36), found {perl_unicode() or 'none'}",
 )
 def test_tokenizer_classes_equal_perls_own_at_every_code_point():
     """perl's \\p{IsAlpha}, \\p{IsAlnum}, \\p{IsN}, \\p{IsLower} and \\s, asked of every code point
-    0..10FFFF as tokenizer.perl asks them (of a UTF-8 string); and the package's marks file is what
-    perl's tables give."""
+    0..10FFFF as tokenizer.perl asks them (of a UTF-8 string), are the package's classes file, on
+    whatever Python runs the test."""
     version, perl = moses.perl_classes(PERL)
     for name in moses.PROPERTIES:
         ours = moses.code_points(name)
         assert sorted(map(hex, ours ^ perl[name]))[:10] == [], name
-    assert moses.marks_from_perl(PERL) == (Path(moses.__file__).parent / moses.MARKS_FILE).read_text()
+    assert moses.classes_from_perl(PERL) == (Path(moses.__file__).parent / moses.CLASSES_FILE).read_text()
+
+
+NO_UNICODEDATA = """
+import sys, unicodedata
+def refuse(*args):
+    raise AssertionError("the tokenizer asked the interpreter's unicodedata")
+for name in dir(unicodedata):
+    if callable(getattr(unicodedata, name)) and not name.startswith("_"):
+        setattr(unicodedata, name, refuse)
+from pathlib import Path
+from aiayn.evaluation.score import paper_tokenize
+folder = Path(sys.argv[1])
+for lang in ("de", "fr"):
+    text = (folder / f"lines.{lang}").read_text(encoding="utf-8").split("\\n")[:-1]
+    want = (folder / f"lines.tok.{lang}").read_text(encoding="utf-8").split("\\n")[:-1]
+    assert paper_tokenize(text, lang, split_compounds=False) == want, lang
+print("same tokens")
+"""
+
+
+def test_the_tokenizer_never_asks_the_interpreters_unicode():
+    """The classes come from the package's file on every Python: with every function of
+    unicodedata made to fail, the tokens of every script's fixture are still perl's."""
+    run = subprocess.run([sys.executable, "-c", NO_UNICODEDATA, str(UNICODE)], capture_output=True, text=True)
+    assert (run.returncode, run.stdout.strip()) == (0, "same tokens"), run.stderr[-2000:]
 
 
 @pytest.mark.parametrize("side", ["hyp", "ref"])
@@ -192,6 +230,110 @@ def test_an_all_empty_output_scores_zero_and_says_so(tmp_path):
     assert (t["score"], t["hyp_len"], t["ref_len"], t["empty_output"]) == (0.0, 0, 7, True)
     assert any("the output is empty" in m for m in logged)
     assert '"empty_output": true' in (tmp_path / "s.json").read_text()
+
+
+# -- round4/: a byte-order mark, a very long line, references without a word, 2017's prefix lists ------
+def bom_lines(path: Path) -> list[str]:
+    return list(read_lines(path, keep_bom=True))
+
+
+@pytest.mark.parametrize("case", ["bom", "long", "noword"])
+def test_round4_tokens_and_multi_bleu_equal_the_original_tools(case):
+    """The tokens (tokenizer.perl -l de + the compound split) of both sides, then multi-bleu.perl's
+    printed line and exit status: bom/ keeps the byte-order mark as a token and counts it; long/
+    has a line 10,050 words longer than its reference, where the closest-length search that
+    starts at 9,999 adds 9,999 as that line's reference length; noword/ has references without a
+    word, where multi-bleu.perl prints its one fixed line and exits 1."""
+    sides = {}
+    for side in ("hyp", "ref"):
+        ours = paper_tokenize(bom_lines(ROUND4 / f"{case}.{side}.de"), "de", split_compounds=True)
+        assert ours == bom_lines(ROUND4 / f"{case}.{side}.tok.atat.de"), side
+        sides[side] = ours
+    *output, status = (ROUND4 / f"{case}.expected.multi-bleu.txt").read_text().splitlines()
+    bleu = [line for line in output if line.startswith("BLEU = ")]
+    t = multi_bleu(sides["hyp"], sides["ref"])
+    assert (t["line"], f"exit {t['status']}") == (bleu[0], status)
+
+
+def test_a_reference_without_a_word_is_refused_with_multi_bleus_line(tmp_path):
+    with pytest.raises(UserError, match=r"noword.ref.de: no word on any of its 3 lines.*'BLEU = 0, 0/0/0/0.*exits 1"):
+        score_file(
+            "translation", ROUND4 / "noword.hyp.de", ROUND4 / "noword.ref.de", tmp_path / "s.json", scoring=SCORING
+        )
+    assert not (tmp_path / "s.json").exists()
+
+
+def test_a_byte_order_mark_is_scored_as_sacrebleus_command_line_scores_it_and_said(tmp_path):
+    """Kept on the hypothesis as sacreBLEU's CLI keeps it (the first word is then another word),
+    and one line of the score's output says so."""
+    logged = []
+    s = score_file(
+        "translation",
+        ROUND4 / "bom.hyp.de",
+        ROUND4 / "bom.ref.de",
+        tmp_path / "s.json",
+        scoring=SCORING,
+        log=logged.append,
+    )
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sacrebleu",
+            str(ROUND4 / "bom.ref.de"),
+            "-i",
+            str(ROUND4 / "bom.hyp.de"),
+            "-b",
+            "-w",
+            "6",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert s["sacrebleu"]["score"] == pytest.approx(float(cli.stdout), abs=1e-6)
+    stripped = bleu_scores(lines(ROUND4 / "bom.hyp.de"), lines(ROUND4 / "bom.ref.de"), **SCORING)
+    assert stripped["sacrebleu"]["score"] != s["sacrebleu"]["score"]  # the mark does count
+    assert [m for m in logged if "byte-order mark" in m] == [
+        f"{ROUND4 / 'bom.hyp.de'}: starts with a byte-order mark, which the paper's protocol keeps as tokenizer.perl "
+        "and sacreBLEU's command line do (a token of its own in the tokenized BLEU): remove it if it is not text"
+    ]
+
+
+@pytest.mark.parametrize("lang", ["en", "sv"])
+def test_nonbreaking_prefixes_are_moses_2017s(lang):
+    """en `Rs`, sv `adv` and `apr` are not prefixes in 2017's lists (later Moses added them)."""
+    assert paper_tokenize(lines(ROUND4 / f"prefixes.{lang}"), lang, split_compounds=False) == lines(
+        ROUND4 / f"prefixes.tok.{lang}"
+    )
+
+
+def test_the_schema_allows_every_language_with_a_2017_list_and_each_it_allows_tokenizes():
+    from aiayn.study.config import schema
+
+    allowed = schema()["$defs"]["pair_scoring"]["properties"]["moses_lang"]["enum"]
+    assert moses.LISTS_2017 <= set(allowed)
+    assert all(moses.load_prefixes(lang) for lang in allowed)
+
+
+@pytest.mark.parametrize("lang", ["hi", "zh", "lt", "xx", ""])
+def test_a_language_without_a_2017_list_takes_englishs_as_perl_does(lang):
+    assert moses.load_prefixes(lang) == moses.load_prefixes("en")
+    assert moses.tokenize(["Er zahlte 40 Rs. Dann ging er."], lang) == ["Er zahlte 40 Rs . Dann ging er ."]
+
+
+def test_every_2017_list_is_read_and_one_sacremoses_changed_is_refused(monkeypatch):
+    """Each language Moses 2017 had a list for reads one (the package's file or sacremoses' whose
+    digest is 2017's); a sacremoses whose list for de differs stops with one line, never a
+    silently different tokenization."""
+    assert moses.LISTS_2017 == moses.OWN_FILES | set(moses.SACREMOSES_2017)
+    for lang in sorted(moses.LISTS_2017):
+        assert len(moses.prefix_items(lang)) > 10, lang
+    from sacremoses.corpus import NonbreakingPrefixes
+
+    monkeypatch.setattr(NonbreakingPrefixes, "words", lambda self, lang: iter(["Nr", "Rs"]))
+    with pytest.raises(UserError, match="its nonbreaking prefixes for 'de' are not those of Moses 2017"):
+        moses.prefix_items("de")
 
 
 # -- EVALB with COLLINS.prm ---------------------------------------------------------------------------
@@ -326,3 +468,34 @@ def test_f_is_zero_where_evalb_prints_nan():
     result = evalb(["(TOP (S (NP (DT a) (NN b)) (VP (VB c))))"], ["(TOP (X (Y (DT a) (NN b)) (Z (VB c))))"])
     s = result["all"]
     assert (s["recall"], s["precision"], s["f1"], s["valid_sentences"]) == (0.0, 0.0, 0.0, 1)
+
+
+def test_a_test_file_with_blank_lines_after_its_trees_is_scored_as_evalb_scores_it():
+    """EVALB says "Number of lines unmatch (too many lines in test file)" and scores every tree:
+    the same line is logged and every row and summary equals its output."""
+    from aiayn.parsing.evalb import evalb_files
+
+    logged = []
+    gold, test = ROUND4 / "trailing-blank.gold", ROUND4 / "trailing-blank.test"
+    result = evalb_files(gold, test, log=logged.append)
+    out = ROUND4 / "trailing-blank.evalb.out"
+    rows, _, summaries = evalb_output(out)
+    assert logged[0] == out.read_text().splitlines()[0] == "11 : Number of lines unmatch (too many lines in test file)"
+    assert len(result["sentences"]) == len(rows) == 10
+    for number, r in enumerate(result["sentences"], start=1):
+        assert (r.length, STATUS[r.status], our_figures(r)) == rows[number], number
+    for section, key in (("All", "all"), ("len<=40", "len<=40")):
+        want = summaries[section]
+        assert {
+            k: f"{result[key][k]:.2f}" if isinstance(result[key][k], float) else str(result[key][k]) for k in want
+        } == want
+
+
+def test_a_test_file_with_another_extra_line_is_still_refused(tmp_path):
+    from aiayn.parsing.evalb import evalb_files
+
+    gold = ROUND4 / "trailing-blank.gold"
+    test = tmp_path / "test"
+    test.write_text(gold.read_text() + "(TOP (NN x))\n")
+    with pytest.raises(UserError, match="has 11 lines but .* has 10; they must align"):
+        evalb_files(gold, test, log=lambda m: None)

@@ -87,9 +87,9 @@ def _lines(f, label: str) -> Iterator[bytes]:
         raise UserError(f"{label}: a corrupt gzip file ({exc}); replace the file") from None
 
 
-def read_lines(path: str | os.PathLike, label: str | None = None) -> Iterator[str]:
-    """Lines of a (possibly gzipped) UTF-8 file, split on "\\n" only, without the line end or a
-    leading byte-order mark."""
+def read_lines(path: str | os.PathLike, label: str | None = None, *, keep_bom: bool = False) -> Iterator[str]:
+    """Lines of a (possibly gzipped) UTF-8 file, split on "\\n" only, without the line end or (unless
+    `keep_bom`) a leading byte-order mark."""
     label = label or str(path)
     with open_text(path) as f:
         for number, raw in enumerate(_lines(f, label), start=1):  # binary iteration splits on b"\n" only
@@ -97,7 +97,7 @@ def read_lines(path: str | os.PathLike, label: str | None = None) -> Iterator[st
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
                 raise UserError(f"{label}, line {number}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
-            if number == 1:
+            if number == 1 and not keep_bom:
                 line = line.removeprefix("\ufeff")  # a byte-order mark is not text (an editor's, Windows')
             yield line.rstrip("\n").rstrip("\r")
 

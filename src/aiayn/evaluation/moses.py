@@ -1,38 +1,50 @@
 """Moses `tokenizer.perl -l LANG` as it was at mosesdecoder 59bad94f (2017-06-12, the last commit
-before the paper), ported rule for rule with perl's semantics: the tokenization of the paper's
-tokenized BLEU (tensor2tensor's get_ende_bleu.sh).
+before the paper): the tokenization of the paper's tokenized BLEU (tensor2tensor's get_ende_bleu.sh).
 
-What makes a port exact, and so is done here, not approximated:
-- perl's character classes are Unicode properties, taken from Unicode itself, never from typed
-  tables: `\\p{IsAlpha}` is Alphabetic, `\\p{IsAlnum}` Alphabetic or Nd, `\\p{IsN}` the general
-  category N, `\\p{IsLower}` Lowercase, and `\\s` White_Space. They follow **Unicode 14.0**, the
-  version of perl 5.36 and of Python 3.11's `unicodedata`: a property of the `regex` package
-  (whose Unicode is later) holds for a code point only if Unicode 14 assigned it
-  (`unicode_class`; tests/test_protocol.py compares every code point with perl's answer and
-  with `unicodedata`);
-- perl's `\\s` is not Python's: it leaves U+001C..U+001F, which the tokenizer then deletes with
-  the other control characters (`sehr\\x1cgutes` is `sehrgutes`);
-- `split(/\\s/)` splits at every single white space (two spaces make an empty word between them,
-  which the next-word rule for a final period sees) and drops trailing empty fields;
+sacremoses' `MosesTokenizer` is the engine: its rules, in its order. Where the script of 2017
+under perl 5.36 differs from it, the piece is ours (`Tokenizer` overrides it):
+- the character classes are perl's, of **Unicode 14.0** (perl 5.36), read from the package's
+  data file `CLASSES_FILE` on every Python: never from the running interpreter's `unicodedata`
+  (Python 3.12 and 3.13 have Unicode 15), nor from sacremoses' tables (a later Unicode, with
+  viramas and nuktas added to IsAlnum, which perl does not count). `\\p{IsAlpha}` is Alphabetic,
+  `\\p{IsAlnum}` Alphabetic or Nd, `\\p{IsN}` the general category N, `\\p{IsLower}` Lowercase,
+  and `\\s` White_Space, which leaves U+001C..U+001F to the control-character rule
+  (`sehr\\x1cgutes` is `sehrgutes`); tests/test_protocol.py checks the file at every code point
+  against perl's own answer (and against `unicodedata` on an interpreter of Unicode 14);
+- the first lines of perl's `tokenize` (white space runs to one space, control characters
+  deleted, spaces collapsed): sacremoses deletes control characters without collapsing the two
+  spaces that can leave;
 - a line of white space only (or empty) is printed as it is, untokenized;
-- the nonbreaking prefixes are Moses' own files (`nonbreaking_prefixes/`), read as
-  `load_prefixes` reads them.
+- the word loop (`handles_nonbreaking_prefixes`) splits at every single white space, as
+  `split(/\\s/)` does (two spaces make an empty word, which the next-word rule for a final period
+  sees), and keeps a line-final "Nr." whole, as 2017 did (later Moses splits it);
+- the multi-dot rules are perl's loops (sacremoses' single pass differs where the text holds
+  the literal DOTMULTI);
+- the nonbreaking prefixes are the lists of Moses 2017 read with perl's `load_prefixes` rules:
+  sacremoses' own lists where they are 2017's (checked by digest, `SACREMOSES_2017`), the
+  package's files where sacremoses ships later ones (en, sv, ta: `nonbreaking_prefixes/`), and
+  English for a language Moses 2017 had no list for, as perl falls back;
+- ga takes the apostrophe rules of fr and it.
+A byte-order mark is not white space: tokenizer.perl makes it a token of its own, and so do we.
 Not ported: the options the protocol does not use (-a, -x, -penn, -no-escape, protected patterns,
-threads). Later Moses (2018) splits a line-final period whatever the word before it; 2017's does
-not for a nonbreaking prefix ("Nr." at the end of a line stays whole), and neither do we.
+threads).
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
-import unicodedata
 from importlib import resources
 
-UNICODE_VERSION = unicodedata.unidata_version  # 14.0.0 on Python 3.11, as in perl 5.36
+from sacremoses import MosesTokenizer
+from sacremoses.corpus import NonbreakingPrefixes
+
+from aiayn.errors import UserError
+
+UNICODE = "14.0.0"  # perl 5.36's, the Unicode of the protocol fixtures
+CLASSES_FILE = f"perl_classes-{UNICODE}.txt"
 PREFIX_DIR = "nonbreaking_prefixes"
-MARKS_FILE = f"alphabetic_marks-{UNICODE_VERSION}.txt"
-LETTERS = ("Lu", "Ll", "Lt", "Lm", "Lo", "Nl")
 
 # what each perl class of tokenizer.perl stands for, for messages and tests
 PROPERTIES = {
@@ -43,53 +55,37 @@ PROPERTIES = {
     "s": "White_Space",
 }
 
-
-def alphabetic_marks() -> frozenset[int]:
-    """The marks (Mn, Mc) with the Alphabetic property (PropList's Other_Alphabetic) in Unicode
-    UNICODE_VERSION: the one part of Alphabetic that Python's unicodedata does not hold. Read from
-    the package's file (ranges as in the UCD), which `marks_from_perl` writes from perl's own tables."""
-    name = MARKS_FILE
-    path = resources.files("aiayn.evaluation").joinpath(name)
-    if not path.is_file():
-        raise RuntimeError(
-            f"{name} is missing from the package: Python's Unicode is {UNICODE_VERSION}; "
-            "write that version's file with aiayn.evaluation.moses.marks_from_perl"
-        )
-    out = set()
-    for line in path.read_text(encoding="ascii").splitlines():
-        line = line.split("#")[0].strip()
-        if line:
-            a, _, b = line.partition("..")
-            out.update(range(int(a, 16), int(b or a, 16) + 1))
-    return frozenset(out)
-
-
-@functools.cache
-def _classes() -> dict[str, frozenset[int]]:
-    marks = alphabetic_marks()
-    sets: dict[str, set[int]] = {k: set() for k in PROPERTIES}
-    for cp in range(0x110000):
-        ch = chr(cp)
-        cat = unicodedata.category(ch)
-        if cat in LETTERS or ch.islower() or ch.isupper() or cp in marks:
-            sets["IsAlpha"].add(cp)
-            sets["IsAlnum"].add(cp)
-        if cat[0] == "N":
-            sets["IsN"].add(cp)
-            if cat == "Nd":
-                sets["IsAlnum"].add(cp)
-        if ch.islower():  # Python's islower of one character is the Lowercase property
-            sets["IsLower"].add(cp)
-        if ch.isspace() and not 0x1C <= cp <= 0x1F:  # Python's isspace adds U+001C..U+001F to White_Space
-            sets["s"].add(cp)
-    return {k: frozenset(v) for k, v in sets.items()}
+# the languages Moses 2017 had a nonbreaking prefix list for; tokenizer.perl uses English's for any other
+LISTS_2017 = frozenset(
+    "ca cs de el en es fi fr ga hu is it lv nl pl pt ro ru sk sl sv ta".split()  # scripts/share/nonbreaking_prefixes
+)
+# the package's files in PREFIX_DIR, read as perl reads them: Moses 2017's where sacremoses ships later
+# lists (en, sv, ta), and Moses' own files where sacremoses' reader would differ from perl's (it strips the
+# trailing spaces some of their lines have, which make those prefixes never match in perl)
+OWN_2017 = frozenset({"en", "sv", "ta"})
+OWN_FILES = OWN_2017 | {"cs", "es", "it", "nl", "sk"}
+# sha256 of the prefixes sacremoses' public NonbreakingPrefixes().words(lang) gives (one per line, in
+# order) for every other language of LISTS_2017; a sacremoses whose list differs is refused rather than
+# silently changing the protocol (de and fr are Moses 2017's, the paper's languages)
+SACREMOSES_2017 = {
+    "ca": "d3556b30a51845075103ed14bf75b47d35cdc3437d1fc4d8060555fc4ad7468f",
+    "de": "c6a3f1904e450f22f3920b2badd2a06cfbc20161d1b2f6d368fa28c3db95771e",
+    "el": "fd4c02b40b5fea9ebc7e930b7c79166f7191a9caa8085c48d31fa3ac33d4d24c",
+    "fi": "32b365de06b30784092917746afd835b56e2758c9bc2c3750cd4e860322850af",
+    "fr": "fb73505e38adce25addc71bfa63117292285ff3392f021f5e0f45c04e86961e3",
+    "ga": "6403d6975d079f13dc155d3136a303cad00e2e92d5429553d9581fddbb9f5d02",
+    "hu": "ddd9ec9a05dd8eaf14aab52225b49d2ae3d2e697b8c61dc6c63fa821e4c0008e",
+    "is": "1c4457f99dc2e54343948d2b23d35a10356175db7cfa55e89fdface64c7f1419",
+    "lv": "f527d2317af9ea681ac5f981a2fd69fec92a98de3cb21f44244052433b06cbbc",
+    "pl": "5ba4bff3aeff2b88b8164c6c5e952206730ef7819a09c0ae5ca9122987746f58",
+    "pt": "7a20e596834530098ecfeaec64c6943d315b94432ba44de9e816cf759e919ee7",
+    "ro": "3f488fe319a194b136c522f2823b0981e334b6bf660990d419357693fdf42efe",
+    "ru": "2dc6902f3ce656a5d86ad7c489fde19c89358725a63f78c21c62b2de34b647ac",
+    "sl": "6f969913a07bed0629c09ce5f68d642100b6824702e12e28de1ed1e5ac17b809",
+}
 
 
-def code_points(name: str) -> frozenset[int]:
-    """The code points perl's class `name` (a key of PROPERTIES) holds under Unicode UNICODE_VERSION."""
-    return _classes()[name]
-
-
+# -- perl's character classes, Unicode 14 -------------------------------------------------------------
 def ranges(points) -> list[tuple[int, int]]:
     out: list[list[int]] = []
     for cp in sorted(points):
@@ -98,6 +94,43 @@ def ranges(points) -> list[tuple[int, int]]:
         else:
             out.append([cp, cp])
     return [(a, b) for a, b in out]
+
+
+def classes_text(sets: dict[str, frozenset[int]], version: str) -> str:
+    """The text of CLASSES_FILE: for each class a `[name]` line, then its code points as ranges."""
+    lines = [
+        f"# tokenizer.perl's character classes under perl 5.36 (Unicode {version}), from perl's own tables:",
+        "# written by aiayn.evaluation.moses.classes_from_perl; checked at every code point by tests/test_protocol.py",
+    ]
+    for name in PROPERTIES:
+        lines.append(f"[{name}] {PROPERTIES[name]}")
+        lines += [f"{a:04X}" if a == b else f"{a:04X}..{b:04X}" for a, b in ranges(sets[name])]
+    return "\n".join(lines) + "\n"
+
+
+def read_classes(text: str) -> dict[str, frozenset[int]]:
+    sets: dict[str, set[int]] = {}
+    current = None
+    for line in text.splitlines():
+        line = line.split("#")[0].strip()
+        if line.startswith("["):
+            current = sets.setdefault(line[1:].split("]")[0], set())
+        elif line:
+            a, _, b = line.partition("..")
+            current.update(range(int(a, 16), int(b or a, 16) + 1))
+    if set(sets) != set(PROPERTIES):
+        raise RuntimeError(f"{CLASSES_FILE}: classes {sorted(sets)}, expected {sorted(PROPERTIES)}; reinstall aiayn")
+    return {k: frozenset(v) for k, v in sets.items()}
+
+
+@functools.cache
+def _classes() -> dict[str, frozenset[int]]:
+    return read_classes(resources.files("aiayn.evaluation").joinpath(CLASSES_FILE).read_text(encoding="ascii"))
+
+
+def code_points(name: str) -> frozenset[int]:
+    """The code points perl 5.36's class `name` (a key of PROPERTIES) holds: Unicode 14, on every Python."""
+    return _classes()[name]
 
 
 @functools.cache
@@ -141,119 +174,111 @@ def perl_classes(perl: str = "perl") -> tuple[str, dict[str, frozenset[int]]]:
     return version, {k: frozenset(v) for k, v in sets.items()}
 
 
-def marks_from_perl(perl: str = "perl") -> str:
-    """The text of MARKS_FILE, from perl's tables (its Unicode must be Python's): Alphabetic less
-    what unicodedata already tells (letters, Nl, Lowercase, Uppercase)."""
+def classes_from_perl(perl: str = "perl") -> str:
+    """The text of CLASSES_FILE from perl's tables (perl 5.36: Unicode UNICODE)."""
     version, sets = perl_classes(perl)
-    if version != UNICODE_VERSION:
-        raise RuntimeError(f"perl's Unicode is {version}, Python's {UNICODE_VERSION}")
-    derived = {
-        cp
-        for cp in range(0x110000)
-        if unicodedata.category(chr(cp)) in LETTERS or chr(cp).islower() or chr(cp).isupper()
-    }
-    marks = sets["IsAlpha"] - derived
-    lines = [
-        f"# Alphabetic marks of Unicode {version} (Other_Alphabetic, Mn and Mc), from perl's tables",
-        "# written by aiayn.evaluation.moses.marks_from_perl; checked by tests/test_protocol.py",
-    ]
-    lines += [f"{a:04X}" if a == b else f"{a:04X}..{b:04X}" for a, b in ranges(marks)]
-    return "\n".join(lines) + "\n"
+    if version != UNICODE:
+        raise RuntimeError(f"perl's Unicode is {version}; the protocol's is {UNICODE} (perl 5.36)")
+    return classes_text(sets, version)
+
+
+# -- nonbreaking prefixes of 2017 ---------------------------------------------------------------------
+def prefix_items(lang: str) -> list[str]:
+    """The lines of Moses 2017's list for `lang` that tokenizer.perl's load_prefixes takes as
+    prefixes (English's for a language 2017 had no list for, as perl falls back)."""
+    lang = lang if lang in LISTS_2017 else "en"
+    if lang in OWN_FILES:
+        text = resources.files("aiayn.evaluation").joinpath(PREFIX_DIR, f"nonbreaking_prefix.{lang}").read_text("utf-8")
+        # perl: chomp, then ($item) is false for "" and "0", and a line starting with # is a comment
+        return [item for item in text.split("\n") if item and item != "0" and not item.startswith("#")]
+    items = [w for w in NonbreakingPrefixes().words(lang) if w != "0"]
+    digest = hashlib.sha256("\n".join(items).encode()).hexdigest()
+    if digest != SACREMOSES_2017[lang]:
+        import sacremoses
+
+        raise UserError(
+            f"sacremoses {sacremoses.__version__}: its nonbreaking prefixes for '{lang}' are not those of Moses "
+            "2017 that the paper's tokenization uses; install the sacremoses that pyproject.toml names"
+        )
+    return items
 
 
 @functools.cache
 def load_prefixes(lang: str) -> dict[str, int]:
-    """tokenizer.perl's load_prefixes: {prefix: 1 (always nonbreaking) or 2 (only before a digit)};
-    a language without a file falls back to English, as perl does."""
-    folder = resources.files("aiayn.evaluation").joinpath(PREFIX_DIR)
-    path = folder.joinpath(f"nonbreaking_prefix.{lang}")
-    if not path.is_file():
-        path = folder.joinpath("nonbreaking_prefix.en")
-    out: dict[str, int] = {}
+    """tokenizer.perl's load_prefixes: {prefix: 1 (always nonbreaking) or 2 (only before a digit)}."""
     numeric = re.compile(rf"(.*)[{unicode_class('s')}]+(#NUMERIC_ONLY#)")
-    for item in path.read_text(encoding="utf-8").split("\n"):
-        if item and item != "0" and not item.startswith("#"):  # perl: ($item) is false for "" and "0"
-            m = numeric.search(item)
-            if m:
-                out[m[1]] = 2
-            else:
-                out[item] = 1
+    out: dict[str, int] = {}
+    for item in prefix_items(lang):
+        m = numeric.search(item)
+        if m:
+            out[m[1]] = 2
+        else:
+            out[item] = 1
     return out
 
 
-class Tokenizer:
-    """tokenizer.perl -l `lang` (escaping on, no other option)."""
+# -- the tokenizer ------------------------------------------------------------------------------------
+class Tokenizer(MosesTokenizer):
+    """tokenizer.perl -l `lang` of 2017 (escaping on, no other option): sacremoses' MosesTokenizer
+    with perl 2017's classes, prefixes and the rules where the two differ (module docstring)."""
 
     def __init__(self, lang: str):
-        self.lang = lang
+        super().__init__(lang="en")  # its own prefixes and CJK additions are replaced below
+        self.lang = "fr" if lang == "ga" else lang  # sacremoses' fr/it apostrophe rules, which 2017 gives ga too
         self.prefixes = load_prefixes(lang)
-        alnum, n, alpha, lower = (unicode_class(k) for k in ("IsAlnum", "IsN", "IsAlpha", "IsLower"))
-        s = unicode_class("s")
-        self.space = s
-        self.spaces = re.compile(f"[{s}]+")
-        self.one_space = re.compile(f"[{s}]")
+        self.NONBREAKING_PREFIXES = [p for p, kind in self.prefixes.items() if kind == 1]
+        self.NUMERIC_ONLY_PREFIXES = [p for p, kind in self.prefixes.items() if kind == 2]
+        alnum, n, alpha, lower, s = (unicode_class(k) for k in ("IsAlnum", "IsN", "IsAlpha", "IsLower", "s"))
+        self.IsAlnum, self.IsN, self.IsAlpha, self.IsLower = alnum, n, alpha, lower
         self.only_space = re.compile(f"[{s}]*")
-        self.junk = re.compile(r"[\x00-\x1f]")
-        self.special = re.compile(rf"([^{alnum}{s}.'`,\-])")
-        self.comma_1 = re.compile(rf"([^{n}])[,]")
-        self.comma_2 = re.compile(rf"[,]([^{n}])")
-        self.comma_3 = re.compile(rf"([{n}])[,]$")
-        if lang == "en":
-            self.apostrophe = [
-                (re.compile(rf"([^{alpha}])[']([^{alpha}])"), r"\1 ' \2"),
-                (re.compile(rf"([^{alpha}{n}])[']([{alpha}])"), r"\1 ' \2"),
-                (re.compile(rf"([{alpha}])[']([^{alpha}])"), r"\1 ' \2"),
-                (re.compile(rf"([{alpha}])[']([{alpha}])"), r"\1 '\2"),
-                (re.compile(rf"([{n}])[']([s])"), r"\1 '\2"),
-            ]
-        elif lang in ("fr", "it", "ga"):
-            self.apostrophe = [
-                (re.compile(rf"([^{alpha}])[']([^{alpha}])"), r"\1 ' \2"),
-                (re.compile(rf"([^{alpha}])[']([{alpha}])"), r"\1 ' \2"),
-                (re.compile(rf"([{alpha}])[']([^{alpha}])"), r"\1 ' \2"),
-                (re.compile(rf"([{alpha}])[']([{alpha}])"), r"\1' \2"),
-            ]
-        else:
-            self.apostrophe = [(re.compile("'"), " ' ")]
+        self.one_space = re.compile(f"[{s}]")
+        self.DEDUPLICATE_SPACE = re.compile(f"[{s}]+"), " "
+        self.ASCII_JUNK = re.compile(r"[\x00-\x1f]"), ""
+        self.PAD_NOT_ISALNUM = re.compile(rf"([^{alnum}{s}.'`,\-])"), r" \1 "
+        self.COMMA_SEPARATE_1 = re.compile(rf"([^{n}])[,]"), r"\1 , "
+        self.COMMA_SEPARATE_2 = re.compile(rf"[,]([^{n}])"), r" , \1"
+        self.COMMA_SEPARATE_3 = re.compile(rf"([{n}])[,]$"), r"\1 , "
+        self.ENGLISH_SPECIFIC_APOSTROPHE = [
+            (re.compile(rf"([^{alpha}])[']([^{alpha}])"), r"\1 ' \2"),
+            (re.compile(rf"([^{alpha}{n}])[']([{alpha}])"), r"\1 ' \2"),
+            (re.compile(rf"([{alpha}])[']([^{alpha}])"), r"\1 ' \2"),
+            (re.compile(rf"([{alpha}])[']([{alpha}])"), r"\1 '\2"),
+            (re.compile(rf"([{n}])[']([s])"), r"\1 '\2"),
+        ]
+        self.FR_IT_SPECIFIC_APOSTROPHE = [
+            (re.compile(rf"([^{alpha}])[']([^{alpha}])"), r"\1 ' \2"),
+            (re.compile(rf"([^{alpha}])[']([{alpha}])"), r"\1 ' \2"),
+            (re.compile(rf"([{alpha}])[']([^{alpha}])"), r"\1 ' \2"),
+            (re.compile(rf"([{alpha}])[']([{alpha}])"), r"\1' \2"),
+        ]
         self.final_period = re.compile(rf"^([^{s}]+)\.$")
         self.any_alpha = re.compile(f"[{alpha}]")
         self.starts_lower = re.compile(f"^[{lower}]")
 
-    def tokenize(self, line: str) -> str:
+    def tokenize(self, text: str, **_) -> str:  # type: ignore[override]
         """One line (without its line end) as tokenizer.perl prints it (without the line end)."""
-        if self.only_space.fullmatch(line):  # perl: print $_ if /^\s*$/
-            return line
-        text = f" {line} "
-        text = self.spaces.sub(" ", text)
-        text = self.junk.sub("", text)
-        text = re.sub(" +", " ", text)
-        text = text.removeprefix(" ").removesuffix(" ")
-        text = self.special.sub(r" \1 ", text)
-        # multi-dots stay together
+        if self.only_space.fullmatch(text):  # perl: print $_ if /^\s*$/
+            return text
+        # perl: $text = " $text "; s/\s+/ /g; s/[\000-\037]//g; s/ +/ /g; s/^ //g; s/ $//g
+        for regexp, substitution in (self.DEDUPLICATE_SPACE, self.ASCII_JUNK):
+            text = regexp.sub(substitution, f" {text} ")
+        text = re.sub(" +", " ", text).strip(" ")
+        return super().tokenize(text, return_str=True, escape=True)
+
+    def replace_multidots(self, text: str) -> str:
         text = re.sub(r"\.([.]+)", r" DOTMULTI\1", text)
         while "DOTMULTI." in text:
             text = re.sub(r"DOTMULTI\.([^.])", r"DOTDOTMULTI \1", text)
             text = text.replace("DOTMULTI.", "DOTDOTMULTI")
-        text = self.comma_1.sub(r"\1 , ", text)
-        text = self.comma_2.sub(r" , \1", text)
-        text = self.comma_3.sub(r"\1 ,", text)
-        for pattern, repl in self.apostrophe:
-            text = pattern.sub(repl, text)
-        text = self.words(text)
-        text = re.sub(" +", " ", text)
-        text = text.removeprefix(" ").removesuffix(" ")
-        text = re.sub(r"\.' ?$", " . ' ", text, count=1)
-        while "DOTDOTMULTI" in text:
-            text = text.replace("DOTDOTMULTI", "DOTMULTI.")
-        text = text.replace("DOTMULTI", ".")
-        for a, b in (("&", "&amp;"), ("|", "&#124;"), ("<", "&lt;"), (">", "&gt;")):
-            text = text.replace(a, b)
-        for a, b in (("'", "&apos;"), ('"', "&quot;"), ("[", "&#91;"), ("]", "&#93;")):
-            text = text.replace(a, b)
         return text
 
-    def words(self, text: str) -> str:
-        """The word loop: a word ending in "." is split from it unless a nonbreaking rule holds."""
+    def restore_multidots(self, text: str) -> str:
+        while "DOTDOTMULTI" in text:
+            text = text.replace("DOTDOTMULTI", "DOTMULTI.")
+        return text.replace("DOTMULTI", ".")
+
+    def handles_nonbreaking_prefixes(self, text: str) -> str:
+        """perl's word loop: a word ending in "." is split from it unless a nonbreaking rule holds."""
         words = self.one_space.split(text)
         while words and words[-1] == "":  # perl's split drops trailing empty fields
             words.pop()

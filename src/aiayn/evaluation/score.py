@@ -52,17 +52,33 @@ def words(line: str) -> list[str]:
     return [w for w in ASCII_SPACE.split(line) if w]
 
 
+CLOSEST = 9999  # multi-bleu.perl's ($closest_diff, $closest_length) before the first reference
+NO_REFERENCE_WORD = "BLEU = 0, 0/0/0/0 (BP=0, ratio=0, hyp_len=0, ref_len=0)"  # multi-bleu.perl, then exit 1
+
+
+def closest_length(hyp_len: int, ref_len: int) -> int:
+    """multi-bleu.perl's reference length of a line with one reference: its search starts from a
+    difference (and a length) of 9,999, so a line whose hypothesis is more than 9,999 words longer
+    or shorter than its reference adds 9,999, not the reference's length."""
+    diff = abs(hyp_len - ref_len)
+    if diff < CLOSEST:
+        return ref_len
+    return min(ref_len, CLOSEST) if diff == CLOSEST else CLOSEST
+
+
 def multi_bleu(hyp: list[str], ref: list[str]) -> dict:
     """multi-bleu.perl (Moses 2017) with one reference, on tokenized lines: clipped n-gram counts
     over the corpus, no smoothing (a zero precision of any order makes BLEU 0: perl's my_log of 0
-    is -9999999999), brevity penalty exp(1 - ref/hyp) when the output is shorter. `line` is what
-    multi-bleu.perl prints. An output of no words at all, where multi-bleu.perl dies of a division
-    by zero, scores 0.00 with `empty_output` set (and BP 0, the limit)."""
+    is -9999999999), brevity penalty exp(1 - ref/hyp) when the output is shorter, the reference
+    length of each line as its closest-length search finds it (`closest_length`). `line` is what
+    multi-bleu.perl prints and `status` its exit status: where the references hold no word it
+    prints NO_REFERENCE_WORD and exits 1. An output of no words at all, where multi-bleu.perl dies
+    of a division by zero, scores 0.00 with `empty_output` set (and BP 0, the limit)."""
     correct, total = [0] * 4, [0] * 4
     hyp_len = ref_len = 0
     for h, r in zip(hyp, ref):
         hw, rw = words(h), words(r)
-        hyp_len, ref_len = hyp_len + len(hw), ref_len + len(rw)
+        hyp_len, ref_len = hyp_len + len(hw), ref_len + closest_length(len(hw), len(rw))
         for n in range(1, 5):
             ref_counts = Counter(tuple(rw[i : i + n]) for i in range(len(rw) - n + 1))
             for gram, count in Counter(tuple(hw[i : i + n]) for i in range(len(hw) - n + 1)).items():
@@ -89,7 +105,8 @@ def multi_bleu(hyp: list[str], ref: list[str]) -> dict:
         "hyp_len": hyp_len,
         "ref_len": ref_len,
         "empty_output": empty,
-        "line": line,
+        "line": NO_REFERENCE_WORD if ref_len == 0 else line,
+        "status": 1 if ref_len == 0 else 0,
     }
 
 
@@ -149,9 +166,11 @@ def score_file(
     """Score one decoded test set and write the scores (JSON): for translation both BLEU protocols
     and chrF (`scoring`: moses_lang, compound_split, sacrebleu_tokenize), for parsing EVALB of the
     restored parses against the gold trees. Returns the scores."""
-    hyp, ref = list(read_lines(hyp_path)), list(read_lines(ref_path))
+    translation = task != "parsing"
+    # a byte-order mark is text to tokenizer.perl and to sacreBLEU's command line: the protocol keeps it
+    hyp, ref = (list(read_lines(p, keep_bom=translation)) for p in (hyp_path, ref_path))
     check_lines(hyp, ref, hyp_path, ref_path, expect_lines)
-    if task == "parsing":
+    if not translation:
         scores = score_parses(hyp, ref)
         scores.update(hyp=str(hyp_path), ref=str(ref_path), lines=len(hyp))
         write_json(out, scores)
@@ -171,7 +190,18 @@ def score_file(
         sacrebleu_tokenize=scoring["sacrebleu_tokenize"],
     )
     scores.update(hyp=str(hyp_path), ref=str(ref_path))
+    if scores["tokenized_bleu"]["status"]:
+        raise UserError(
+            f"{ref_path}: no word on any of its {len(ref)} lines, nothing to score against (multi-bleu.perl prints "
+            f"'{NO_REFERENCE_WORD}' and exits 1 here); give the test set's reference"
+        )
     write_json(out, scores)
+    for path, lines in ((hyp_path, hyp), (ref_path, ref)):
+        if lines[0].startswith("\ufeff"):
+            log(
+                f"{path}: starts with a byte-order mark, which the paper's protocol keeps as tokenizer.perl and "
+                "sacreBLEU's command line do (a token of its own in the tokenized BLEU): remove it if it is not text"
+            )
     if scores["tokenized_bleu"]["empty_output"]:
         log(f"{hyp_path}: the output is empty (no word on any of its {len(hyp)} lines): BLEU 0.00")
     log(

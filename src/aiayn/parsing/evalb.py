@@ -337,6 +337,13 @@ def evalb_files(gold_path: str, test_path: str, log=print) -> dict:
     gold, test = list(read_lines(gold_path)), list(read_lines(test_path))
     if not any(line.strip() for line in gold):
         raise UserError(f"{gold_path}: no trees to score; give the gold trees, one per line")
+    extra = len(test) - len(gold)
+    if extra > 0 and not any(line.strip() for line in test[len(gold) :]):
+        # EVALB reads no further than the gold file's last tree and says so: blank lines after the
+        # test file's trees are scored as it scores them; any other count of lines is refused
+        log(f"{len(gold) + 1} : Number of lines unmatch (too many lines in test file)")
+        log(f"{test_path}: {extra} blank line(s) after its {len(gold)} trees, left out as EVALB leaves them")
+        test = test[: len(gold)]
     if len(gold) != len(test):
         raise UserError(
             f"{test_path} has {len(test)} lines but {gold_path} has {len(gold)}; they must align line by line"

@@ -80,23 +80,6 @@ def definition(*names: str) -> dict:
 FORMATS = jsonschema.FormatChecker(formats=())
 
 
-@functools.cache
-def moses_languages() -> frozenset[str]:
-    """The languages tokenizer.perl has nonbreaking prefixes for: the prefix files shipped with our
-    port (aiayn/evaluation/nonbreaking_prefixes), read as package data so that the study layer
-    imports no scorer."""
-    folder = resources.files("aiayn.evaluation").joinpath("nonbreaking_prefixes")
-    names = (p.name for p in folder.iterdir())
-    return frozenset(n.split(".", 1)[1] for n in names if n.startswith("nonbreaking_prefix."))
-
-
-@FORMATS.checks("moses-lang")
-def _moses_lang(value) -> bool:
-    """A language the Moses tokenizer has rules for (its nonbreaking prefixes); an unknown one would
-    be tokenized by no language's rules, silently."""
-    return not isinstance(value, str) or value in moses_languages()
-
-
 def _validator(schema_: dict):
     """A validator of `schema_` that fills in `default` values while validating, whose integers are
     whole numbers written as such (2.0 is no beam size) and whose numbers are finite.
