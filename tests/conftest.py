@@ -201,3 +201,15 @@ def write_corpus(workdir: Path, sizes: dict[str, int]) -> None:
     from aiayn.data import demo
 
     demo.write_example_corpus(workdir / "data" / "my-pair", 7, sizes, log=lambda _: None)
+
+
+def squeeze(markdown: str) -> str:
+    """A Markdown document with its tables' cells unpadded (`| a | b |`, an empty cell `|  |`), so that
+    a test can look for a row as text; the padding is pandas' (tabulate's), not what is tested."""
+    out = []
+    for line in markdown.splitlines():
+        if line.startswith("|"):
+            cells = re.split(r"(?<!\\)\|", line)[1:-1]
+            line = "| " + " | ".join(c.strip() for c in cells) + " |"
+        out.append(line)
+    return "\n".join(out) + "\n"

@@ -12,10 +12,10 @@ import json
 import numpy as np
 import pytest
 import sacrebleu
-from conftest import ROOT, job_counts, planned_jobs, snakemake, tiny_demo_config
+from conftest import ROOT, job_counts, planned_jobs, snakemake, squeeze, tiny_demo_config
 from sacrebleu.significance import PairedTest
 
-from aiayn.evaluation.replicates import mean_and_spread, sentence_stats, stratified_ar_p
+from aiayn.evaluation.replicates import mean_and_spread, stratified_ar_p
 from aiayn.report.tables import build, csv_rows, over_seeds, write_table
 from aiayn.study import config as cfg
 from aiayn.study.config import ConfigError
@@ -60,19 +60,37 @@ def test_one_seed_each_is_sacrebleus_paired_approximate_randomization():
         assert stratified_ar_p(ref, [base], [system], 500) == pytest.approx(theirs, abs=1e-12)
 
 
+def sentence_stats(hyps, ref) -> np.ndarray:
+    """sacreBLEU's BLEU sufficient statistics of each sentence (its public sentence scores)."""
+    metric = sacrebleu.metrics.BLEU()
+    rows = []
+    for h, r in zip(hyps, ref):
+        s = metric.sentence_score(h, [r])
+        rows.append([s.sys_len, s.ref_len, *s.counts, *s.totals])
+    return np.asarray(rows, dtype=np.int64)
+
+
+def corpus_bleu(stats) -> float:
+    return sacrebleu.metrics.BLEU.compute_bleu(list(stats[2:6]), list(stats[6:10]), stats[0], stats[1]).score
+
+
 def exact_p(ref, base, system) -> float:
     """The exact stratified permutation test: every one of the 2^(k*n) swaps of a (replicate,
     sentence) pair's two hypotheses, the statistic |BLEU(all of A) - BLEU(all of B)|."""
-    metric = sacrebleu.metrics.BLEU()
     a = np.concatenate([sentence_stats(h, ref) for h in base])
     b = np.concatenate([sentence_stats(h, ref) for h in system])
-    score = lambda st: metric._compute_score_from_stats(list(st)).score  # noqa: E731
-    observed = abs(score(a.sum(0)) - score(b.sum(0)))
+    observed = abs(corpus_bleu(a.sum(0)) - corpus_bleu(b.sum(0)))
+    assert observed == pytest.approx(
+        abs(
+            sacrebleu.corpus_bleu(sum(base, []), [ref * len(base)]).score
+            - sacrebleu.corpus_bleu(sum(system, []), [ref * len(system)]).score
+        )
+    )  # the statistics are sacreBLEU's corpus BLEU
     beyond, total = 0, 0
     for swap in itertools.product((False, True), repeat=len(a)):
         mask = np.array(swap)[:, None]
         x, y = np.where(mask, b, a).sum(0), np.where(mask, a, b).sum(0)
-        beyond += abs(score(x) - score(y)) > observed
+        beyond += abs(corpus_bleu(x) - corpus_bleu(y)) > observed
         total += 1
     return beyond / total
 
@@ -239,7 +257,7 @@ def test_table3_over_seeds_cells_marks_and_csv(three_rows):
     assert a["p_value_vs_base"] == pytest.approx(1 / 201) and a["significant"] == "yes"
     assert d["seeds"] == 1 and d["dev_bleu_s_sel"] is None and d["dev_bleu"] == 80.5
     assert d["test"] == "paired bootstrap, one run each (test-set noise only)" and d["significant"] == "no"
-    md = (results / "tables/table3.md").read_text()
+    md = squeeze((results / "tables/table3.md").read_text())
     assert "| A | A | done | h=1, d_k=96, d_v=96 |" in md and "| 3 | 1.70 | 0.10 |" in md
     assert "stratified approximate randomization (Clark et al. 2011)" in md
     table = list(csv.DictReader((results / "tables/table3.csv").open()))

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import squeeze
 
 from aiayn.report.format import to_csv
 from aiayn.report.tables import build, markdown_document, paper_cost, write_table
@@ -132,7 +133,7 @@ def test_table2_cells_deltas_and_pending(tmp_path):
     assert big["status"] == "pending (step 120000/300000)" and big["bleu"] is None
     assert fr["status"] == "pending"
     # CSV and Markdown carry the same values
-    md = markdown_document(2, rows)
+    md = squeeze(markdown_document(2, rows))
     table = list(csv.DictReader(io.StringIO(to_csv(rows))))
     assert table[0]["bleu"] == "27.9"
     assert "| base-en-de | done | 27.30 | 27.90 |  | 1 | 0.60 | 27.10 | the paper's |" in md  # no spread: 1 seed
@@ -147,7 +148,7 @@ def test_table2_says_what_cleaning_removed_from_each_training_corpus(tmp_path):
               "corpora": [{"archive": "multi30k", "pairs": 29000, "kept": 28112}]}  # fmt: skip
     (tmp_path / "data/wmt14-en-de/train.report.json").write_text(json.dumps(report))
     write_table(2, experiments=[spec("base-en-de", 27.3)], results=tmp_path, log=lambda _: None)
-    md = (tmp_path / "tables/table2.md").read_text()
+    md = squeeze((tmp_path / "tables/table2.md").read_text())
     assert (
         "Training data after cleaning (results/data/<dataset>/train.report.json): wmt14-en-de kept 28,112 of "
         "29,000 pairs (3.1% removed: too long 500, ratio 388)."
@@ -181,7 +182,7 @@ def test_a_run_that_is_not_the_papers_setting_gets_no_delta_and_says_why(tmp_pat
         "tokens_per_update 600 (paper 25,000), 300 test lines (paper 3,003), 20,000 training pairs (paper ~4,500,000)"
     )
     assert row["hardware"] == "CPU"
-    md = markdown_document(2, [row])
+    md = squeeze(markdown_document(2, [row]))
     assert "| base-en-de | done | 27.30 | 25.47 |  | " in md and "not comparable: 700 of 100,000 updates" in md
 
 
@@ -213,8 +214,8 @@ def test_table3_rows_are_compared_with_the_papers_variation_of_their_letter(tmp_
     rows = build(3, tmp_path, [base, h4, h3])
     assert [r["setting"] for r in rows[:2]] == ["the paper's", "the paper's"]
     assert rows[2]["setting"] == "not comparable: h 3 (paper 4)"  # nearest of row A's variations: h 4
-    assert "| A | t3-A-h4 | done | h=4, d_k=128, d_v=128 | the paper's | 100,000 of 100,000 |" in markdown_document(
-        3, rows
+    assert "| A | t3-A-h4 | done | h=4, d_k=128, d_v=128 | the paper's | 100,000 of 100,000 |" in squeeze(
+        markdown_document(3, rows)
     )
 
 

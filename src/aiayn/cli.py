@@ -48,6 +48,8 @@ COMMANDS = {
     "evalb": ("aiayn.commands.evalb", "EVALB (COLLINS.prm) of parsed trees against gold trees"),
     "params": ("aiayn.commands.params", "count the parameters of every experiment's model beside the paper's"),
 }
+# import name -> the distribution to install, where the two differ
+DISTRIBUTIONS = {"yaml": "pyyaml", "google": "protobuf"}
 
 
 def thread_policy(environ: MutableMapping[str, str] = os.environ) -> None:
@@ -159,8 +161,9 @@ def main(argv: list[str] | None = None) -> int:
         except ModuleNotFoundError as exc:
             if exc.name is None or exc.name.split(".")[0] == "aiayn":
                 raise
+            top = exc.name.split(".")[0]
             said = (
-                f"needs the Python package {exc.name.split('.')[0]!r}, which this environment lacks; install "
+                f"needs the Python package {DISTRIBUTIONS.get(top, top)!r}, which this environment lacks; install "
                 "the project (pip install -e .) or use the rule's envs/ file",
                 EXIT_USER,
             )

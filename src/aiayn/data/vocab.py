@@ -48,68 +48,43 @@ def to_text(sp: spm.SentencePieceProcessor, ids: list[int]) -> str:
     return sp.Decode(ids)
 
 
-# TrainerSpec fields that say how a model was made, not what it is: the input files (1), the
-# output prefix (2: a scratch folder of ours) and the threads (16)
-INCIDENTAL = {1, 2, 16}
+# TrainerSpec fields that say how a model was made, not what it is: the input files, the output
+# prefix (a scratch folder of ours) and the threads
+INCIDENTAL = ("input", "model_prefix", "num_threads")
 IDENTITY = "spm-sha256:"  # an identity's scheme; one without (64 hex digits) is an older file digest
 
 
-def _varint(data: bytes, i: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[i]
-        value, shift, i = value | (byte & 0x7F) << shift, shift + 7, i + 1
-        if byte < 0x80:
-            return value, i
+def model_proto():
+    """sentencepiece's own ModelProto class (its sentencepiece_model_pb2, which needs protobuf)."""
+    import google.protobuf
 
-
-def _fields(data: bytes):
-    """(field number, the field's bytes, its value's bytes) of a protobuf message, in order."""
-    i = 0
-    while i < len(data):
-        start = i
-        key, i = _varint(data, i)
-        kind = key & 7
-        if kind == 0:
-            _, i = _varint(data, i)
-            value = b""
-        elif kind == 1:
-            i += 8
-            value = b""
-        elif kind == 5:
-            i += 4
-            value = b""
-        elif kind == 2:
-            size, j = _varint(data, i)
-            value, i = data[j : j + size], j + size
-        else:
-            raise ValueError(f"protobuf wire type {kind} at byte {start}")
-        if i > len(data):
-            raise ValueError("a protobuf field runs past the end")
-        yield key >> 3, data[start:i], value
-
-
-def _length(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
-        n >>= 7
-        if not n:
-            return bytes(out)
+    try:
+        from sentencepiece import sentencepiece_model_pb2
+    except ModuleNotFoundError:
+        raise
+    except Exception as exc:  # protobuf's VersionError: a protobuf older than the proto's generated code
+        raise UserError(
+            f"sentencepiece {spm.__version__} cannot read its model proto with protobuf "
+            f"{google.protobuf.__version__} ({exc}); install the protobuf it was made for (pip install -U protobuf)"
+        ) from None
+    return sentencepiece_model_pb2.ModelProto
 
 
 def canonical(model: bytes) -> bytes:
     """The bytes of a sentencepiece model with its TrainerSpec's incidental fields (input files,
     output prefix, threads) left out: what it is, not how it was made. sentencepiece loads it as
-    it loads the model (those fields are only a record)."""
-    out = bytearray()
-    for number, whole, value in _fields(model):
-        if number != 2:  # ModelProto.trainer_spec
-            out += whole
-            continue
-        spec = b"".join(w for n, w, _ in _fields(value) if n not in INCIDENTAL)
-        out += b"\x12" + _length(len(spec)) + spec
-    return bytes(out)
+    it loads the model (those fields are only a record). Raises ValueError for bytes that are not
+    a model proto."""
+    from google.protobuf.message import DecodeError
+
+    proto = model_proto()()
+    try:
+        proto.ParseFromString(model)
+    except DecodeError as exc:
+        raise ValueError(str(exc)) from None
+    for name in INCIDENTAL:
+        proto.trainer_spec.ClearField(name)
+    return proto.SerializeToString(deterministic=True)
 
 
 def identity(path: str | os.PathLike) -> str:
@@ -121,7 +96,7 @@ def identity(path: str | os.PathLike) -> str:
         raise UserError(f"{path}: sentencepiece model not found")
     try:
         return IDENTITY + hashlib.sha256(canonical(path.read_bytes())).hexdigest()
-    except (ValueError, IndexError):
+    except ValueError:
         raise UserError(f"{path}: not a sentencepiece model (damaged); rerun the vocabulary step") from None
 
 

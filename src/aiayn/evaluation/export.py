@@ -256,13 +256,12 @@ def to_ctranslate2(hf_dir: str | Path, out: str | Path) -> Path:
             config.layer_norm_epsilon = 1e-5  # torch's LayerNorm default, ours
 
     verify_export(hf_dir)
-    saved = ct2t._MODEL_LOADERS.get("MarianConfig")
-    ct2t._MODEL_LOADERS["MarianConfig"] = ExactLoader()
+    ct2t.register_loader("MarianConfig")(ExactLoader)  # its public hook for a configuration's loader
     try:
         with atomic_dir(out) as tmp:
             ct2t.TransformersConverter(str(hf_dir)).convert(str(tmp), force=True)
     finally:
-        ct2t._MODEL_LOADERS["MarianConfig"] = saved
+        ct2t.register_loader("MarianConfig")(ct2t.MarianMTLoader)  # CTranslate2's own again
     return Path(out)
 
 

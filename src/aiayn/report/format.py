@@ -1,9 +1,7 @@
-"""Rows of a table (dicts) as Markdown and as CSV, from the same values; the line every table ends with."""
+"""Rows of a table (dicts) as Markdown and as CSV, from the same values, through a pandas DataFrame;
+the line every table ends with."""
 
 from __future__ import annotations
-
-import csv
-import io
 
 from aiayn import described
 
@@ -26,21 +24,25 @@ def cell(value, key: str = "") -> str:
 
 
 def to_csv(rows: list[dict]) -> str:
-    out = io.StringIO()
-    if rows:
-        writer = csv.DictWriter(out, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return out.getvalue()
+    """The rows as CSV, every value as it is (None empty): one column per key of the first row."""
+    import pandas as pd
+
+    if not rows:
+        return ""
+    return pd.DataFrame(rows, columns=list(rows[0]), dtype=object).to_csv(index=False)
 
 
 def to_markdown(rows: list[dict], columns: list[str] | None = None) -> str:
+    """The rows as a Markdown table of `columns` (default: the first row's keys), each value as `cell`
+    writes it for its column."""
+    import pandas as pd
+    import tabulate  # noqa: F401 -- what pandas' to_markdown writes with; a missing one is then named
+
     if not rows:
         return "(no experiments)\n"
     columns = columns or list(rows[0])
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(cell(r.get(c), c) for c in columns) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
+    cells = pd.DataFrame([[cell(r.get(c), c).replace("|", "\\|") for c in columns] for r in rows], columns=columns)
+    return cells.to_markdown(index=False, tablefmt="pipe", disable_numparse=True) + "\n"
 
 
 def footer() -> str:

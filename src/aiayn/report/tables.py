@@ -352,127 +352,67 @@ def cleaning_note(layout: Layout, experiments: list[dict]) -> str:
     return "\nTraining data after cleaning (results/data/<dataset>/train.report.json): " + "; ".join(said) + ".\n"
 
 
-def markdown_document(number: int, rows: list[dict], study: str | None = None, notes: str = "") -> str:
-    """Table `number` as Markdown: `study` (which config files made it) on top, `notes` (e.g. the
-    cleaning's) under the table's own, aiayn's version below."""
-    parts = [f"# {TITLES[number]}\n"]
-    if study:
-        parts.append(f"\n{study}\n\n")
+# the columns of each table's Markdown (the CSV has every cell)
+COLUMNS = {
+    2: ["experiment", "status", "paper_bleu", "bleu", "bleu_s_sel", "seeds", "delta", "sacrebleu", "setting",
+        "dataset", "testset", "lines", "preset", "updates", "tokens_per_update", "hardware", "averaged_steps",
+        "device_hours", "cost_flops_paper_formula", "model_flops", "mfu"],
+    3: ["row", "experiment", "status", "changes", "setting", "updates", "seeds", "dev_ppl", "dev_ppl_s_sel",
+        "paper_dev_ppl", "dev_bleu", "dev_bleu_s_sel", "paper_dev_bleu", "params_M", "paper_params_M",
+        "p_value_vs_base", "significant", "test"],
+    4: ["row", "experiment", "status", "paper_f1", "f1", "f1_s_sel", "seeds", "delta", "setting", "selected_on_dev",
+        "testset", "lines", "updates", "hardware", "precision", "recall", "error_sentences"],
+}  # fmt: skip
+
+
+def column_note(number: int) -> str:
+    """What the columns of Table `number` mean."""
     if number == 2:
-        cols = [
-            "experiment",
-            "status",
-            "paper_bleu",
-            "bleu",
-            "bleu_s_sel",
-            "seeds",
-            "delta",
-            "sacrebleu",
-            "setting",
-            "dataset",
-            "testset",
-            "lines",
-            "preset",
-            "updates",
-            "tokens_per_update",
-            "hardware",
-            "averaged_steps",
-            "device_hours",
-            "cost_flops_paper_formula",
-            "model_flops",
-            "mfu",
-        ]
-        parts.append(to_markdown(rows, cols))
-        parts.append(
+        peaks = ", ".join(f"{k} {v['fp32'] / 1e12:g}" for k, v in PEAKS.items() if "fp32" in v)
+        return (
             "\nbleu: tokenized BLEU as the paper measured it (Moses tokenizer, compound splitting for EN-DE); "
-            "sacrebleu: detokenized sacreBLEU; delta = bleu - paper_bleu. "
-            + SEEDS_NOTE
-            + " Training cost by the paper's footnote 5 "
-            "(hours x GPUs x the GPU's FP32 TFLOPS: "
-            + ", ".join(f"{k} {v['fp32'] / 1e12:g}" for k, v in PEAKS.items() if "fp32" in v)
-            + "); device_hours: wall hours trained x the devices training (GPUs, or CPU processes), those of the "
-            "hardware column; model_flops: the training FLOPs counted from every update's batches (encoder on "
-            "source, decoder on target tokens, attention products at the real lengths, output projection; "
-            "aiayn.training.hardware.training_flops). The paper's Table 2 gives 41.8 for big EN-FR; "
-            "its §6.1 text and abstract say 41.0.\n"
+            f"sacrebleu: detokenized sacreBLEU; delta = bleu - paper_bleu. {SEEDS_NOTE} Training cost by the "
+            f"paper's footnote 5 (hours x GPUs x the GPU's FP32 TFLOPS: {peaks}); device_hours: wall hours trained "
+            "x the devices training (GPUs, or CPU processes), those of the hardware column; model_flops: the "
+            "training FLOPs counted from every update's batches (encoder on source, decoder on target tokens, "
+            "attention products at the real lengths, output projection; aiayn.training.hardware.training_flops). "
+            "The paper's Table 2 gives 41.8 for big EN-FR; its §6.1 text and abstract say 41.0.\n"
         )
-        parts.append(hardware_note(rows))
-        parts.append(notes)
-        sigs = sorted({r["sacrebleu_signature"] for r in rows if r.get("sacrebleu_signature")})
-        parts += [f"\nsacreBLEU signature: `{sig}`\n" for sig in sigs]
-        parts.append(
-            "\nThe paper's rows:\n\n"
-            + to_markdown(
-                [
-                    {"model": n, "EN-DE": de, "EN-FR": fr, "cost EN-DE": cde, "cost EN-FR": cfr}
-                    for n, de, fr, cde, cfr in PAPER_TABLE2
-                ]
-            )
-        )
-    elif number == 3:
-        cols = [
-            "row",
-            "experiment",
-            "status",
-            "changes",
-            "setting",
-            "updates",
-            "seeds",
-            "dev_ppl",
-            "dev_ppl_s_sel",
-            "paper_dev_ppl",
-            "dev_bleu",
-            "dev_bleu_s_sel",
-            "paper_dev_bleu",
-            "params_M",
-            "paper_params_M",
-            "p_value_vs_base",
-            "significant",
-            "test",
-        ]
-        parts.append(to_markdown(rows, cols))
-        parts.append(
+    if number == 3:
+        return (
             "\ndev_ppl: per-piece perplexity on the dev set at the last checkpoint (depends on eps_ls, as the "
-            "paper says); dev_bleu: tokenized BLEU of the last checkpoint, no averaging. "
-            + SEEDS_NOTE
-            + " p_value_vs_base: the difference of sacreBLEU's BLEU (13a) to the base row's, tested as `test` "
+            f"paper says); dev_bleu: tokenized BLEU of the last checkpoint, no averaging. {SEEDS_NOTE} "
+            "p_value_vs_base: the difference of sacreBLEU's BLEU (13a) to the base row's, tested as `test` "
             "says: where both rows have several seeds, MultEval's stratified approximate randomization (Clark "
             "et al. 2011) over every seed's translations, replicate j paired with base's replicate j, which "
             "accounts for training noise; where either has one seed, sacreBLEU's paired bootstrap (Koehn 2004) "
-            "of the two runs, which measures test-set sampling only. significant: p < "
-            f'{SIGNIFICANCE:g}; a "no" row\'s difference to base may be noise.\n'
+            f'of the two runs, which measures test-set sampling only. significant: p < {SIGNIFICANCE:g}; a "no" '
+            "row's difference to base may be noise.\n"
         )
-    else:
-        parts.append(
-            to_markdown(
-                rows,
-                [
-                    "row",
-                    "experiment",
-                    "status",
-                    "paper_f1",
-                    "f1",
-                    "f1_s_sel",
-                    "seeds",
-                    "delta",
-                    "setting",
-                    "selected_on_dev",
-                    "testset",
-                    "lines",
-                    "updates",
-                    "hardware",
-                    "precision",
-                    "recall",
-                    "error_sentences",
-                ],
-            )
-        )
-        parts.append("\n" + SEEDS_NOTE + "\n")
-        parts.append(
-            "\nThe paper's rows:\n\n" + to_markdown([{"parser": p, "training": t, "F1": f} for p, t, f in PAPER_TABLE4])
-        )
-    parts.append(SETTING_NOTE)
-    parts.append(footer())
+    return f"\n{SEEDS_NOTE}\n"
+
+
+PAPERS_COLUMNS = {2: ["model", "EN-DE", "EN-FR", "cost EN-DE", "cost EN-FR"], 4: ["parser", "training", "F1"]}
+
+
+def papers_rows(number: int) -> str:
+    """The paper's own rows of Table `number` (the other systems), for context."""
+    if number not in PAPERS_COLUMNS:
+        return ""
+    rows = [dict(zip(PAPERS_COLUMNS[number], row)) for row in {2: PAPER_TABLE2, 4: PAPER_TABLE4}[number]]
+    return "\nThe paper's rows:\n\n" + to_markdown(rows)
+
+
+def markdown_document(number: int, rows: list[dict], study: str | None = None, notes: str = "") -> str:
+    """Table `number` as Markdown: `study` (which config files made it) on top, `notes` (e.g. the
+    cleaning's) under the table's own, aiayn's version below."""
+    parts = [f"# {TITLES[number]}\n", f"\n{study}\n\n" if study else "", to_markdown(rows, COLUMNS[number])]
+    parts.append(column_note(number))
+    if number == 2:
+        parts += [hardware_note(rows), notes]
+        signatures = sorted({r["sacrebleu_signature"] for r in rows if r.get("sacrebleu_signature")})
+        parts += [f"\nsacreBLEU signature: `{sig}`\n" for sig in signatures]
+    parts += [papers_rows(number), SETTING_NOTE, footer()]
     return "".join(parts)
 
 
