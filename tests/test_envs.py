@@ -28,6 +28,9 @@ PACKAGE = {
     "matplotlib": "matplotlib",
     "snakemake": "snakemake",
     "pygments": "pygments",
+    "sacremoses": "sacremoses",
+    "google": "protobuf",
+    "tabulate": "tabulate",
 }
 
 # Runs `python -m aiayn ARGS...` with the import names in argv[1] unimportable from aiayn's own code
@@ -169,3 +172,114 @@ def test_a_missing_package_is_one_clear_line(tmp_path):
         "aiayn average: error: needs the Python package 'torch', which this environment lacks; "
         "install the project (pip install -e .) or use the rule's envs/ file"
     ]
+
+
+def pyproject_ranges() -> dict[str, str]:
+    """package -> its version range in pyproject.toml (dependencies and every extra)."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = project["dependencies"] + sum(project["optional-dependencies"].values(), [])
+    return {
+        re.match(r"[\w.\-]+", r)[0].lower(): r[len(re.match(r"[\w.\-]+", r)[0]) :].split(";")[0] for r in requirements
+    }
+
+
+@pytest.mark.parametrize("env", sorted((ROOT / "envs").glob("*.yaml")), ids=lambda p: p.name)
+def test_env_pins_are_inside_pyprojects_ranges(env):
+    """A conda pin `=X.Y` (any X.Y.*) or pip pin `==X.Y.Z` of an env file is a version pyproject.toml
+    admits, and its Python one requires-python admits: the envs install what is tested."""
+    import tomllib
+
+    from packaging.specifiers import SpecifierSet
+
+    ranges = pyproject_ranges()
+    requires_python = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    outside = []
+    for dep in yaml.safe_load(env.read_text())["dependencies"]:
+        for item in dep["pip"] if isinstance(dep, dict) else [dep]:
+            m = re.match(r"([\w.\-]+)\s*(==|=)\s*([\w.]+)", item)
+            if not m:
+                continue
+            name, op, version = m[1].lower(), m[2], m[3]
+            spec = SpecifierSet(requires_python if name == "python" else ranges.get(name, ""))
+            candidates = [version] if op == "==" else [version, *(f"{version}.{n}" for n in range(30))]
+            if name != "pip" and not any(spec.contains(v, prereleases=False) for v in candidates):
+                outside.append(f"{name} {op}{version} (pyproject: {spec})")
+    assert outside == []
+
+
+# dependencies that no module imports, with what uses them
+USED_OTHERWISE = {
+    "snakemake": "the workflow engine itself: the Snakefile and the `snakemake` command",
+    "snakemake-executor-plugin-slurm": "`--profile slurm` (profiles/slurm: executor slurm)",
+    "pygments": "snakemake --report (its code listings)",
+    "pytest": "the test runner",
+    "snakefmt": "tests/test_workflow.py formats the Snakefile and rules with it",
+    "ruff": "tests/test_workflow.py lints with it",
+}
+IMPORT_NAMES = {"pyyaml": "yaml", "protobuf": "google", "snakemake-executor-plugin-slurm": None}
+
+
+def imported_top_names(folder: Path) -> set[str]:
+    found = set()
+    for path in folder.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.add(node.module.split(".")[0])
+    return found
+
+
+def test_every_declared_dependency_is_used():
+    """Each package pyproject.toml declares is imported by the package (runtime, export) or the tests
+    (test extra), or is one USED_OTHERWISE says what for: none declared and unused."""
+    code, tests = imported_top_names(ROOT / "src"), imported_top_names(ROOT / "tests")
+    unused = []
+    for name in pyproject_ranges():
+        module = IMPORT_NAMES.get(name, name.replace("-", "_"))
+        if name not in USED_OTHERWISE and module not in code | tests:
+            unused.append(name)
+    assert unused == []
+
+
+def private_names_of_ours() -> set[str]:
+    """Every name with a leading underscore that aiayn itself defines or sets (functions, classes,
+    variables, attributes, keyword arguments such as argparse's set_defaults(_module=...))."""
+    ours = set()
+    for path in (ROOT / "src" / "aiayn").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                ours.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                ours.add(node.id)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                ours.add(node.attr)
+            elif isinstance(node, ast.keyword) and node.arg:
+                ours.add(node.arg)
+            elif isinstance(node, ast.arg):
+                ours.add(node.arg)
+    return {n for n in ours if n.startswith("_")}
+
+
+def test_no_private_name_of_another_package():
+    """No module imports from another package's private module or name, nor reads an attribute with a
+    leading underscore that aiayn does not define itself (a private method of another package's
+    object, such as sacreBLEU's `_extract_corpus_statistics` or CTranslate2's `_MODEL_LOADERS`)."""
+    ours = private_names_of_ours()
+    private = lambda name: name.startswith("_") and not (name.startswith("__") and name.endswith("__"))  # noqa: E731
+    found = []
+    for path in sorted((ROOT / "src" / "aiayn").rglob("*.py")):
+        where = path.relative_to(ROOT)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] != "aiayn":
+                names = node.module.split(".") + [a.name for a in node.names]
+                found += [f"{where}:{node.lineno} from {node.module} import {n}" for n in names if private(n)]
+            elif isinstance(node, ast.Import):
+                found += [
+                    f"{where}:{node.lineno} import {a.name}" for a in node.names if any(map(private, a.name.split(".")))
+                ]
+            elif isinstance(node, ast.Attribute) and private(node.attr) and node.attr not in ours:
+                found.append(f"{where}:{node.lineno} .{node.attr}")
+    assert found == []

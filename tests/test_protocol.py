@@ -12,6 +12,8 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from aiayn.data.corpus import read_lines
 from aiayn.errors import UserError
@@ -230,6 +232,34 @@ def test_an_all_empty_output_scores_zero_and_says_so(tmp_path):
     assert (t["score"], t["hyp_len"], t["ref_len"], t["empty_output"]) == (0.0, 0, 7, True)
     assert any("the output is empty" in m for m in logged)
     assert '"empty_output": true' in (tmp_path / "s.json").read_text()
+
+
+PERL_ONE_LINERS = {
+    # tensor2tensor's get_ende_bleu.sh, as it runs: on bytes
+    "compound split": ["-ple", "s{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g"],
+    # tokenizer.perl 2017's rule that pads every character outside IsAlnum, white space and .'`,-
+    "special characters": ["-CSD", "-ple", "s/([^\\p{IsAlnum}\\s\\.\\'\\`\\,\\-])/ $1 /g"],
+}
+CHARACTER = st.one_of(
+    st.sampled_from("aZ3ÖéßŒ.,'`-\"&|<>[]()\t\u00a0\u0301\u0915\u094d\ufeff\x1c"),  # the rules' own characters
+    st.characters(exclude_categories=("Cs",), exclude_characters="\n\r\x85\u2028\u2029"),
+)
+WORD = st.text(alphabet=CHARACTER, min_size=1, max_size=4)
+LINE = st.builds("".join, st.lists(st.one_of(WORD, st.sampled_from([" ", "-", " - ", "--", "  "])), max_size=12))
+
+
+@pytest.mark.skipif(perl_unicode() != moses.UNICODE, reason="needs perl 5.36 (Unicode 14) to compare with")
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines=st.lists(LINE, min_size=1, max_size=20))
+def test_generated_lines_split_and_pad_as_perl_does(lines):
+    """Generated text of every script, words joined by spaces and hyphens: the compound split and
+    the padding of special characters equal perl's own one-liners, character for character."""
+    text = "".join(line + "\n" for line in lines).encode("utf-8")
+    split = subprocess.run([PERL, *PERL_ONE_LINERS["compound split"]], input=text, capture_output=True, check=True)
+    assert split.stdout.decode("utf-8").split("\n")[:-1] == [compound_split(line) for line in lines]
+    pad = subprocess.run([PERL, *PERL_ONE_LINERS["special characters"]], input=text, capture_output=True, check=True)
+    regexp, substitution = moses.tokenizer("de").PAD_NOT_ISALNUM
+    assert pad.stdout.decode("utf-8").split("\n")[:-1] == [regexp.sub(substitution, line) for line in lines]
 
 
 # -- round4/: a byte-order mark, a very long line, references without a word, 2017's prefix lists ------
