@@ -7,7 +7,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 from aiayn.study.config import ConfigError, read_yaml
 
-min_version("9.0")
+min_version("9.16.3")  # pyproject.toml's floor, the oldest CI tests
 
 try:  # Snakemake's own reading names neither the line nor the column, and keeps a duplicated key's last value
     _files = ["config.yaml"] if os.path.isfile("config.yaml") else []
@@ -23,13 +23,12 @@ configfile: "config.yaml"
 # common.smk validates config against workflow/schemas/config.schema.yaml (unknown keys and wrong
 # types fail naming the key) and builds the experiment grid (aiayn.study.Study).
 include: "workflow/rules/common.smk"
+include: "workflow/rules/study.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/parsing.smk"
-include: "workflow/rules/train.smk"
-include: "workflow/rules/evaluate.smk"
-include: "workflow/rules/tables.smk"
+include: "workflow/rules/training.smk"
+include: "workflow/rules/evaluation.smk"
 include: "workflow/rules/report.smk"
-include: "workflow/rules/export.smk"
 
 
 report: "workflow/report/workflow.rst"
@@ -49,7 +48,7 @@ rule data:
         get_data_targets(),
 
 
-rule vocab:
+rule vocabularies:
     input:
         get_vocab_targets(),
 
@@ -57,11 +56,6 @@ rule vocab:
 rule models:
     input:
         [LAYOUT.final_checkpoint(e) for e in STUDY.experiments],
-
-
-rule table1:
-    input:
-        [LAYOUT.table(1, ext) for ext in ("md", "csv", "png")],
 
 
 rule table2:
@@ -74,7 +68,7 @@ rule table3:
         LAYOUT.table(3, "md"),
 
 
-rule export:
+rule exports:
     input:
         [LAYOUT.export(e) for e in STUDY.in_table(2)],
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from aiayn.data import vocab  # noqa: E402
 from aiayn.data.binary import EOS, PAD  # noqa: E402
 from aiayn.evaluation.translate import translate  # noqa: E402
-from aiayn.training import checkpoint as ckpt  # noqa: E402
+from aiayn.runtime import checkpoint as ckpt  # noqa: E402
 
 BEAM, EXTRA = 4, 10
 

@@ -2,7 +2,7 @@
 paper's batch size (~25,000 target tokens per update) in bf16 through the real trainer (fused
 attention, fused Adam, prefetching into pinned memory; --compile adds torch.compile side by side),
 then beam-4 decoding throughput. Prints tokens/s, TFLOP/s and MFU against the GPU's dense bf16
-peak (aiayn.training.hardware); writes JSON.
+peak (aiayn.runtime.hardware); writes JSON.
 
     python benchmarks/gpu.py --json benchmarks/gpu.json            # on the GPU machine
     python benchmarks/gpu.py --compile --json benchmarks/gpu.json  # also the torch.compile'd step
@@ -34,9 +34,9 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from aiayn.data import binary  # noqa: E402
 from aiayn.evaluation.translate import translate  # noqa: E402
+from aiayn.runtime.hardware import peak_flops  # noqa: E402
 from aiayn.training.distributed import Env  # noqa: E402
-from aiayn.training.hardware import peak_flops  # noqa: E402
-from aiayn.training.trainer import RunFiles, Trainer  # noqa: E402
+from aiayn.training.train import RunFiles, Trainer  # noqa: E402
 
 VOCAB = 37000  # §5.1, EN-DE shared BPE
 PRESETS = {  # Table 3
@@ -135,7 +135,7 @@ def bench_training(
     seconds = time.perf_counter() - start
     assert math.isfinite(float(loss)), "the loss is not finite"
     trainer.prefetcher.close()
-    tflops = flops / seconds / 1e12  # counted from the batches (aiayn.training.hardware.training_flops)
+    tflops = flops / seconds / 1e12  # counted from the batches (aiayn.runtime.hardware.training_flops)
     peak = peak_flops(torch.cuda.get_device_name(device), "bf16") if device.type == "cuda" else None
     result = {
         "preset": preset,

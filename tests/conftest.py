@@ -198,9 +198,9 @@ def tiny_demo_config() -> dict:
 def write_corpus(workdir: Path, sizes: dict[str, int]) -> None:
     """The demo's made-up pair as plain files where examples/own-pair.yaml expects them (what
     `python -m aiayn example-corpus` writes)."""
-    from aiayn.data import demo
+    from aiayn.data import generate
 
-    demo.write_example_corpus(workdir / "data" / "my-pair", 7, sizes, log=lambda _: None)
+    generate.write_example_corpus(workdir / "data" / "my-pair", 7, sizes, log=lambda _: None)
 
 
 def squeeze(markdown: str) -> str:

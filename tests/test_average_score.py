@@ -13,7 +13,7 @@ from conftest import ROOT, real_data
 
 from aiayn.errors import UserError
 from aiayn.evaluation.score import bleu_scores, compound_split, paper_tokenize
-from aiayn.training import checkpoint
+from aiayn.runtime import checkpoint
 from aiayn.training.average import average, newest_on_grid
 
 
@@ -140,7 +140,7 @@ def newstest2014_de():
 
 def test_real_reference_against_itself_scores_100_and_counts_the_paper_tokens(tmp_path):
     path = newstest2014_de()
-    from aiayn.data.corpus import read_lines
+    from aiayn.runtime.lines import read_lines
 
     ref = list(read_lines(path))
     assert len(ref) == 3003  # the full newstest2014, not the 2737-line filtered one
@@ -154,7 +154,7 @@ def test_real_reference_against_itself_scores_100_and_counts_the_paper_tokens(tm
 
 def test_sacrebleu_equals_its_command_line(tmp_path):
     ref = newstest2014_de()
-    from aiayn.data.corpus import read_lines
+    from aiayn.runtime.lines import read_lines
 
     lines = list(read_lines(ref))
     hyp = [

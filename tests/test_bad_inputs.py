@@ -24,7 +24,7 @@ from world import SGM, build_world, make_tar
 from aiayn import cli
 from aiayn.data import binary
 from aiayn.training.distributed import Env
-from aiayn.training.trainer import RunFiles, Trainer, run
+from aiayn.training.train import RunFiles, Trainer, run
 
 
 # -- a small world of real inputs, made once (tests/world.py) -----------------------------------------

@@ -183,7 +183,7 @@ def test_beam_never_scores_below_greedy_on_a_trained_model(tmp_path):
     import toy
 
     from aiayn.data import binary
-    from aiayn.training import checkpoint
+    from aiayn.runtime import checkpoint
 
     settings = toy.settings(steps=500, warmup_steps=100, checkpoint_interval=500, log_interval=100)
     settings["model"].update(N=2, d_model=64, d_ff=256, d_k=16, d_v=16)
@@ -205,7 +205,7 @@ def test_translate_command_writes_the_nbest_list(tmp_path):
     scores those of the search."""
     from aiayn.cli import main
     from aiayn.data import vocab
-    from aiayn.training import checkpoint
+    from aiayn.runtime import checkpoint
 
     text = tmp_path / "text.txt"
     text.write_text("".join(f"{w} {x} {w}{x}\n" for w in ("ab", "cd", "ef", "gh") for x in ("ij", "kl", "mn")))

@@ -16,9 +16,9 @@ from conftest import ROOT, real_data
 from wmt_fixtures import Server, make_tar, sha256
 
 from aiayn.data import binary, vocab
-from aiayn.data.corpus import extract_members, prepare_eval, prepare_train, read_lines, sgml_segments
 from aiayn.data.download import download
 from aiayn.data.encode import encode_corpus
+from aiayn.data.prepare import extract_members, prepare_eval, prepare_train, read_lines, sgml_segments
 from aiayn.errors import UserError
 
 CLEAN = {"min_len": 1, "max_len": 250, "max_ratio": 9.0, "max_chars": 5000}

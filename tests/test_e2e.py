@@ -18,9 +18,9 @@ import yaml
 from conftest import ROOT, fresh_clone, job_counts, planned_jobs, snakemake, tiny_demo_config
 
 import aiayn
-from aiayn.data import demo
-from aiayn.data.corpus import read_lines
-from aiayn.training import checkpoint
+from aiayn.data import generate
+from aiayn.runtime import checkpoint
+from aiayn.runtime.lines import read_lines
 
 
 def run_study(workdir: Path, configfile: Path, timeout: int) -> subprocess.CompletedProcess:
@@ -141,7 +141,7 @@ def test_rebuilt_identical_vocabularies_throw_away_no_training(run_dag, tmp_path
     time.sleep(0.01)
     cmd = [sys.executable, "-m", "snakemake", "all", "-s", str(ROOT / "Snakefile"), "-d", str(work), "--cores", "2",
            "--configfile", str(work / "study.yaml"), "--replace-workflow-config",
-           "--forcerun", "train_vocab", "encode", "train", "translate"]  # fmt: skip
+           "--forcerun", "vocab", "encode", "train", "translate"]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     assert all(p.stat().st_mtime_ns != t for p, t in written.items()), "not rebuilt: the test did not test"
@@ -159,19 +159,19 @@ def test_rebuilt_identical_vocabularies_throw_away_no_training(run_dag, tmp_path
 
 def test_demo_generator_is_deterministic_and_splits_are_disjoint(tmp_path):
     a, b = tmp_path / "a.tar.gz", tmp_path / "b.tar.gz"
-    demo.write_translation_archive(a, 7, {"train": 300, "dev": 30, "test": 30})
-    demo.write_translation_archive(b, 7, {"train": 300, "dev": 30, "test": 30})
+    generate.write_translation_archive(a, 7, {"train": 300, "dev": 30, "test": 30})
+    generate.write_translation_archive(b, 7, {"train": 300, "dev": 30, "test": 30})
     assert a.read_bytes() == b.read_bytes()
-    splits = demo.splits(7, {"train": 300, "dev": 30, "test": 30})
+    splits = generate.splits(7, {"train": 300, "dev": 30, "test": 30})
     train, dev, test = ({r[0] for r in rows} for rows in splits.values())
     assert not train & dev and not train & test and not dev & test
-    demo.write_translation_archive(b, 8, {"train": 300, "dev": 30, "test": 30})
+    generate.write_translation_archive(b, 8, {"train": 300, "dev": 30, "test": 30})
     assert a.read_bytes() != b.read_bytes()
 
 
 def test_demo_language_needs_reordering_and_agreement():
-    lex = demo.lexicon(1)
-    eng, zil, tree = demo.splits(1, {"x": 1})["x"][0]
+    lex = generate.lexicon(1)
+    eng, zil, tree = generate.splits(1, {"x": 1})["x"][0]
     # the period is written against the last word, as in raw WMT text (sacreBLEU's input)
     assert eng.endswith(".") and not eng.endswith(" .") and zil.endswith(".") and not zil.endswith(" .")
     verbs_z = {v[1] for v in lex.verbs}
@@ -439,7 +439,7 @@ def test_demo_logs_are_quiet_and_small_vocabularies_say_why(demo_results):
     info = json.loads((demo_results / "data/demo-wsj/vocab.json").read_text())
     assert info["target"]["pieces"] < info["target"]["asked"] == 600
     assert "distinct words" in info["target"]["reason"]
-    assert info["target"]["reason"] in (demo_results / "logs/train_vocab/demo-wsj.log").read_text()
+    assert info["target"]["reason"] in (demo_results / "logs/vocab/demo-wsj.log").read_text()
     for n in (2, 3, 4):
         md = (demo_results / f"tables/table{n}.md").read_text()
         assert "Study: `profiles/demo/study.yaml`, which replaces `config.yaml` in this run." in md

@@ -117,7 +117,7 @@ def third_party_imports(module: str, seen: set[str] | None = None) -> set[str]:
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            # `from aiayn.training import checkpoint`: the package and each name that is one of its modules
+            # `from aiayn.runtime import checkpoint`: the package and each name that is one of its modules
             subs = [f"{node.module}.{a.name}" for a in node.names]
             names = [node.module] + [m for m in subs if is_module(m)]
         for name in names:

@@ -20,9 +20,9 @@ from aiayn.errors import UserError
 from aiayn.evaluation.export import marian_state, residual_permutation
 from aiayn.evaluation.translate import translate
 from aiayn.model.transformer import sinusoidal_positions
-from aiayn.training import checkpoint as ckpt
+from aiayn.runtime import checkpoint as ckpt
 from aiayn.training.distributed import Env
-from aiayn.training.trainer import RunFiles, Trainer, run
+from aiayn.training.train import RunFiles, Trainer, run
 
 WORDS = "the cat sat on a mat and dog ran far away from home to see big red ball in park".split()
 DECODE = {"beam": 4, "alpha": 0.6, "max_len_a": 1.0, "max_len_b": 20}

@@ -25,12 +25,12 @@ from conftest import ROOT, fresh_clone, snakemake
 from aiayn import cli
 from aiayn.data import binary, vocab
 from aiayn.errors import UserError
-from aiayn.evaluation.selection import choose
+from aiayn.evaluation.select import choose
 from aiayn.io import file_sha256
+from aiayn.runtime import checkpoint
 from aiayn.study import config as cfg
-from aiayn.training import checkpoint
 from aiayn.training.average import average_run
-from aiayn.training.trainer import EXIT_DONE, run
+from aiayn.training.train import EXIT_DONE, run
 
 WORDS = "the cat sat on a mat and dog ran far away from home to see big red ball in park".split()
 
@@ -256,7 +256,7 @@ def test_a_results_folder_with_spaces_and_shell_characters_works(tmp_path):
     for es in config["datasets"]["eng-zil"]["eval_sets"].values():
         es["lines"] = 20
     (work / "study.yaml").write_text(yaml.safe_dump(config))
-    target = "vocab"  # the vocabularies of every dataset: the demo's first jobs
+    target = "vocabularies"  # the vocabularies of every dataset: the demo's first jobs
     cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(work), "--cores", "2",
            "--configfile", str(work / "study.yaml"), "--replace-workflow-config", target]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)

@@ -14,7 +14,7 @@ import pytest
 
 from aiayn import io
 from aiayn.io import atomic_paths, write_json
-from aiayn.training import metrics
+from aiayn.runtime import metrics
 
 
 def test_atomic_paths_rename_together_or_not_at_all(tmp_path):

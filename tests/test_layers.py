@@ -20,6 +20,7 @@ LAYERS = [
     {"aiayn", "errors", "io"},  # what every stage shares
     {"model"},  # the Transformer and its search: what everything trains, decodes and counts
     {"study"},  # config, the experiment grid, file names
+    {"runtime"},  # what every stage runs on: checkpoint format, run record, device, precision, schedule, line reader
     {"data"},
     {"parsing"},
     {"training"},
@@ -60,9 +61,24 @@ def test_every_module_is_in_a_layer():
     assert {m: layer(m) for m in MODULES}  # raises StopIteration for a folder no layer names
 
 
+SHARED = ["runtime"]  # folders that are no stage: what the stages share
+
+
 def test_stage_folders_are_the_snakefile_s_stages():
     folders = sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists())
-    assert folders == sorted(STAGES)
+    assert folders == sorted(STAGES + SHARED)
+
+
+def test_no_stage_imports_training_but_the_commands():
+    """The shared runtime (checkpoint format, device, precision, the run record, the line reader) lives
+    below training and evaluation: decoding, evaluation and the report run without importing training;
+    only the commands (the train and average steps) call into it."""
+    outside = {
+        m: sorted(t for t in imports(p) if t.startswith("aiayn.training"))
+        for m, p in MODULES.items()
+        if not m.startswith(("aiayn.training", "aiayn.commands"))
+    }
+    assert {m: t for m, t in outside.items() if t} == {}
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
@@ -93,7 +109,7 @@ def test_no_import_cycle():
 def test_every_folder_and_module_says_what_it_is():
     missing = [m for m, p in MODULES.items() if not ast.get_docstring(ast.parse(p.read_text()))]
     assert missing == [], f"modules without a docstring: {missing}"
-    for folder in STAGES:
+    for folder in STAGES + SHARED:
         doc = ast.get_docstring(ast.parse((PACKAGE / folder / "__init__.py").read_text()))
         assert len(doc) > 200, f"{folder}/__init__.py: say what the stage takes in, writes, and which rules call it"
 

@@ -13,7 +13,7 @@ from torch import nn
 from aiayn.model.beam_state import BeamState
 from aiayn.model.hparams import ModelConfig
 from aiayn.model.transformer import MultiHeadAttention, Transformer, count_parameters, sinusoidal_positions
-from aiayn.training import checkpoint
+from aiayn.runtime import checkpoint
 
 SMALL = dict(src_vocab=50, tgt_vocab=50, N=2, d_model=32, d_ff=64, h=4, d_k=8, d_v=8, P_drop=0.1)
 

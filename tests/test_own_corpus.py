@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, write_corpus
 
-from aiayn.data.demo import EXAMPLE_FILES
+from aiayn.data.generate import EXAMPLE_FILES
 
 
 def snakemake(workdir: Path, *args: str, configfiles: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
@@ -41,7 +41,7 @@ def test_the_documented_own_pair_runs_from_plain_files_to_table2(tmp_path):
     only = snakemake(tmp_path, "--config", "run=[my-small]", "-n", "-p")
     assert only.returncode == 0 and "my-small-ls0" not in only.stdout and "results/own/my-small/" in only.stdout
     table2 = snakemake(tmp_path, "-n", "table2")  # the README's first command plans Table 2 alone: no Table 1
-    assert table2.returncode == 0 and "measure_table1" not in table2.stdout + table2.stderr
+    assert table2.returncode == 0 and "rule table1" not in table2.stdout + table2.stderr
     run = snakemake(tmp_path, "table2", "--config", "run=[my-small]")  # --config would take the target
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
     rows = list(csv.DictReader((tmp_path / "results/own/tables/table2.csv").open()))

@@ -44,7 +44,7 @@ def test_preprocessing():
 
 def test_missing_treebank_says_what_is_needed(tmp_path):
     from aiayn.errors import UserError
-    from aiayn.parsing.treebank import split_trees
+    from aiayn.parsing.prepare_treebank import split_trees
 
     with pytest.raises(UserError, match="needs? your licensed Penn Treebank 3 \\(LDC99T42\\)"):
         split_trees({"treebank": None, "train_sections": ["02"], "eval_sets": {}}, "train")

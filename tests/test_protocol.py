@@ -15,11 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aiayn.data.corpus import read_lines
 from aiayn.errors import UserError
 from aiayn.evaluation import moses
 from aiayn.evaluation.score import bleu_scores, compound_split, multi_bleu, paper_tokenize, score_file
 from aiayn.parsing.evalb import evalb
+from aiayn.runtime.lines import read_lines
 
 FIXTURES = Path(__file__).parent / "fixtures" / "protocol"
 BLEU, EVALB = FIXTURES / "bleu", FIXTURES / "evalb"

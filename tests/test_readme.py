@@ -53,7 +53,7 @@ TABLE2 = 4  # Table 2's experiments in config.yaml: base and big, EN-DE and EN-F
 
 
 def whole_study(counts: Counter, jobs, out) -> None:
-    assert counts["train"] == N_TRAINED_AS_TYPED and counts["table"] == 2 and counts["measure_table1"] == 1
+    assert counts["train"] == N_TRAINED_AS_TYPED and counts["tables"] == 2 and counts["table1"] == 1
 
 
 def slurm_study(counts, jobs, out) -> None:
@@ -76,21 +76,21 @@ def workstation(counts, jobs, out) -> None:
 def demo(counts, jobs, out) -> None:
     # 5 translation rows (base with 3 seeds, one head with 2: 8 models) and 4 parser candidates;
     # generated archives, nothing downloaded
-    assert counts["train"] == 12 and counts["generate_archive"] == 2 and "download" not in counts
-    assert counts["table"] == 3 and counts["select"] == 1 and counts["measure_table1"] == 1
+    assert counts["train"] == 12 and counts["generate"] == 2 and "download" not in counts
+    assert counts["tables"] == 3 and counts["select"] == 1 and counts["table1"] == 1
 
 
 def demo_export(counts, jobs, out) -> None:
-    assert counts["export_model"] == 2 and "table" not in counts  # base and big; no table is needed
+    assert counts["export"] == 2 and "tables" not in counts  # base and big; no table is needed
 
 
 def table1(counts, jobs, out) -> None:
-    assert set(counts) == {"measure_table1", "table1"}
+    assert set(counts) == {"table1"}
 
 
 def table2(counts, jobs, out) -> None:
-    assert counts["table"] == 1 and counts["score"] == TABLE2 and counts["average"] == TABLE2
-    assert all("--table 2" in j["shell"] for j in jobs if j["rule"] == "table")
+    assert counts["tables"] == 1 and counts["score"] == TABLE2 and counts["average"] == TABLE2
+    assert all("--table 2" in j["shell"] for j in jobs if j["rule"] == "tables")
 
 
 def table4_refused(counts, jobs, out) -> None:
@@ -100,33 +100,33 @@ def table4_refused(counts, jobs, out) -> None:
 
 def one_experiment(counts, jobs, out) -> None:
     # base-en-de is in Table 2 (newstest2014, averaged) and Table 3's base row (newstest2013)
-    assert counts["train"] == 1 and counts["score"] == 2 and counts["table"] == 2
+    assert counts["train"] == 1 and counts["score"] == 2 and counts["tables"] == 2
     assert all("base-en-de" in j["output"] for j in jobs if j["rule"] in ("train", "translate", "score"))
 
 
 def data(counts, jobs, out) -> None:
-    assert set(counts) == {"download", "prepare_train", "prepare_eval", "train_vocab", "vocab_info", "encode", "data"}
-    assert counts["prepare_train"] == 2 and "train" not in counts
+    assert set(counts) == {"download", "prepare", "prepare_eval", "vocab", "vocab_info", "encode", "data"}
+    assert counts["prepare"] == 2 and "train" not in counts
 
 
 def one_score(counts, jobs, out) -> None:
-    assert counts["score"] == 1 and counts["translate"] == 1 and counts["train"] == 1 and "table" not in counts
+    assert counts["score"] == 1 and counts["translate"] == 1 and counts["train"] == 1 and "tables" not in counts
 
 
 def one_translation(counts, jobs, out) -> None:
     """The target is the translation, not a rule name swallowed by --forcerun's list."""
-    assert counts["translate"] == 1 and "score" not in counts and "table" not in counts
+    assert counts["translate"] == 1 and "score" not in counts and "tables" not in counts
     assert [j["output"] for j in jobs if j["rule"] == "translate"] == ["results/base-en-de/newstest2014.de"]
 
 
 def own_pair(counts, jobs, out) -> None:
-    assert counts["train"] == 2 and "download" not in counts and counts["table"] == 1
-    assert "measure_table1" not in counts and "figures" not in counts  # Table 2 and what it needs, no more
+    assert counts["train"] == 2 and "download" not in counts and counts["tables"] == 1
+    assert "table1" not in counts and "figures" not in counts  # Table 2 and what it needs, no more
 
 
 def demo_one_translation(counts, jobs, out) -> None:
     # in a fresh clone its inputs are planned too; after the demo, the translation alone reruns
-    assert counts["translate"] == 1 and "score" not in counts and "table" not in counts
+    assert counts["translate"] == 1 and "score" not in counts and "tables" not in counts
 
 
 def own_pair_one(counts, jobs, out) -> None:
@@ -134,13 +134,13 @@ def own_pair_one(counts, jobs, out) -> None:
 
 
 def export(counts, jobs, out) -> None:
-    assert counts["export_model"] == TABLE2 and "table" not in counts
+    assert counts["export"] == TABLE2 and "tables" not in counts
 
 
 OWN_PAIR = "snakemake --cores 4 --configfile examples/own-pair.yaml --replace-workflow-config"
 CHECKS = {
     "snakemake --profile profiles/demo": demo,
-    "snakemake --profile profiles/demo export": demo_export,
+    "snakemake --profile profiles/demo exports": demo_export,
     "snakemake --cores 8 --profile slurm": slurm_study,
     "snakemake --cores 8 --profile slurm --set-resources train:gpu=4 train:slurm_partition=gpu": slurm_four_gpus,
     "snakemake --cores 8 --profile slurm --config 'run=[base-en-de]'": one_experiment,
@@ -155,7 +155,7 @@ CHECKS = {
     OWN_PAIR + " table2": own_pair,
     OWN_PAIR + " table2 --config 'run=[my-small]'": own_pair_one,
     "snakemake --profile profiles/demo results/demo/base/test.zil --forcerun translate": demo_one_translation,
-    "snakemake --cores 8 export": export,
+    "snakemake --cores 8 exports": export,
     "snakemake --cores 8 --rerun-triggers mtime params input": whole_study,
 }
 # run for real rather than planned: --report on the demo in test_e2e.py, --unlock below
@@ -189,7 +189,7 @@ def test_forcerun_before_the_target_swallows_it(clone):
     """Why the README puts the target first: `--forcerun` takes a list, so a file after it is one
     more rule name, and the whole default target is planned."""
     counts, _, _ = plan(clone, "snakemake --cores 8 --forcerun translate results/base-en-de/newstest2014.de")
-    assert counts["translate"] > 1 and counts["table"] >= 2
+    assert counts["translate"] > 1 and counts["tables"] >= 2
 
 
 def test_unlock_as_typed(clone):

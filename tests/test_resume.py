@@ -18,9 +18,10 @@ import toy
 
 from aiayn.data import binary
 from aiayn.errors import UserError
-from aiayn.training import checkpoint, metrics
+from aiayn.runtime import checkpoint, metrics
+from aiayn.runtime.schedule import rate
 from aiayn.training.distributed import Deadline
-from aiayn.training.trainer import EXIT_DONE, EXIT_NONFINITE, EXIT_PEER_LOST, rate, run
+from aiayn.training.train import EXIT_DONE, EXIT_NONFINITE, EXIT_PEER_LOST, run
 
 
 def test_changed_settings_start_afresh_and_keep_the_old_run(tmp_path):
@@ -79,7 +80,7 @@ def test_other_training_data_is_another_run(tmp_path):
 
 
 def test_a_dev_set_of_other_vocabularies_is_refused(tmp_path):
-    from aiayn.training.trainer import check_vocabularies
+    from aiayn.training.train import check_vocabularies
 
     def corpus(name, src_sha, tgt_sha=None):
         src, tgt = toy.from_sequences([[5, 6]], [[6, 5]])
@@ -186,7 +187,7 @@ def test_fp16_skipped_updates_do_not_advance_the_schedule(tmp_path):
 NAN_ON_RANK_1 = textwrap.dedent(
     """
     import os, sys
-    import aiayn.training.trainer as train
+    import aiayn.training.train as train
     real = train.label_smoothed_loss
     def loss(logits, target, eps):
         out = real(logits, target, eps)
@@ -225,7 +226,7 @@ def test_a_nonfinite_loss_on_one_rank_stops_every_rank(tmp_path):
 KILL_RANK_1 = textwrap.dedent(
     """
     import os, signal, sys
-    import aiayn.training.trainer as train
+    import aiayn.training.train as train
     real = train.Trainer.update
     def update(self):
         if os.environ["RANK"] == "1" and self.step == int(os.environ["AIAYN_TEST_KILL_AT"]):

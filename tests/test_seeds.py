@@ -185,7 +185,7 @@ def test_the_dag_plans_k_trainings_per_row(tmp_path):
     a, b = dry_run(tmp_path, one), dry_run(tmp_path, three)
     assert b["train"] == a["train"] + 4 and b["average"] == a["average"] + 4  # 2 more seeds of 2 rows
     assert b["translate"] == a["translate"] + 8 and b["score"] == a["score"] + 8  # test and dev of each
-    assert b["table"] == a["table"] and b["figures"] == a["figures"]  # one row, one figure per experiment
+    assert b["tables"] == a["tables"] and b["figures"] == a["figures"]  # one row, one figure per experiment
 
 
 # -- the tables ------------------------------------------------------------------------------------

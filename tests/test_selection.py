@@ -8,7 +8,7 @@ import pytest
 
 from aiayn.cli import main
 from aiayn.errors import UserError
-from aiayn.evaluation.selection import choose
+from aiayn.evaluation.select import choose
 
 
 def candidate(tmp_path, name, score, *, parse=True, dev_ppl=2.0):

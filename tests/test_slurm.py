@@ -32,8 +32,8 @@ import toy
 import yaml
 from conftest import ROOT, tiny_demo_config
 
-from aiayn.training import checkpoint, metrics
-from aiayn.training.trainer import EXIT_PEER_LOST
+from aiayn.runtime import checkpoint, metrics
+from aiayn.training.train import EXIT_PEER_LOST
 
 pytestmark = pytest.mark.slurm
 
@@ -235,7 +235,7 @@ def test_tiny_study_through_the_slurm_profile_on_two_nodes(tmp_path):
         "train:stop_margin_s=90",
         "translate:gpu=1",
         "translate:mem_mb=2000",
-        "train_vocab:mem_mb=2000",
+        "vocab:mem_mb=2000",
         "encode:mem_mb=2000",
         "average:mem_mb=2000",
     ]

@@ -282,7 +282,7 @@ def test_table4_delta_only_for_the_papers_parser(tmp_path, paper_config):
     ],
 )
 def test_gpu_peaks_are_matched_by_whole_names(name, model):
-    from aiayn.training.hardware import PEAKS, gpu_model, peak_flops
+    from aiayn.runtime.hardware import PEAKS, gpu_model, peak_flops
 
     assert gpu_model(name) == model
     assert peak_flops(name, "fp32") == (PEAKS[model]["fp32"] if model else None)

@@ -17,10 +17,10 @@ from conftest import ROOT, real_data
 import aiayn
 from aiayn.data import binary
 from aiayn.data.binary import BOS, EOS, PAD
-from aiayn.training import checkpoint, metrics
+from aiayn.runtime import checkpoint, metrics
 from aiayn.training.batching import Batcher, Prefetcher, collate, micro_batch_budget
 from aiayn.training.distributed import Env
-from aiayn.training.trainer import (
+from aiayn.training.train import (
     EXIT_DONE,
     EXIT_NONFINITE,
     EXIT_PREEMPTED,
@@ -399,7 +399,7 @@ def test_an_unknown_gpu_says_its_peak_is_unknown():
 
     assert line("NVIDIA L40") == (
         "training x: 10 parameters on 1 x NVIDIA L40; peak bf16 FLOP/s of this GPU unknown "
-        "(aiayn.training.hardware.PEAKS): no MFU, 1 micro-batch(es) of <= 100 tokens per side per process, "
+        "(aiayn.runtime.hardware.PEAKS): no MFU, 1 micro-batch(es) of <= 100 tokens per side per process, "
         "step 0 -> 5; 2 CPU thread(s) per process, OMP_WAIT_POLICY PASSIVE"
     )
     assert "unknown" not in line("NVIDIA H100 80GB HBM3")
@@ -408,13 +408,13 @@ def test_an_unknown_gpu_says_its_peak_is_unknown():
 
 @pytest.mark.parametrize("shared", [True, False])
 def test_counted_flops_equal_torchs_flop_counter(shared):
-    """The count behind TFLOP/s and MFU (aiayn.training.hardware.training_flops) against torch's own counter of
+    """The count behind TFLOP/s and MFU (aiayn.runtime.hardware.training_flops) against torch's own counter of
     one forward and backward pass, on a model whose d_k, d_v and h*d_k differ from d_model."""
     from torch.utils.flop_counter import FlopCounterMode
 
     from aiayn.model.hparams import ModelConfig
     from aiayn.model.transformer import build
-    from aiayn.training.hardware import training_flops
+    from aiayn.runtime.hardware import training_flops
 
     cfg = ModelConfig.from_dict(
         {
@@ -438,7 +438,7 @@ def test_counted_flops_equal_torchs_flop_counter(shared):
 
 
 def test_progress_reports_the_counted_flops_of_its_updates(tmp_path):
-    from aiayn.training.hardware import training_flops
+    from aiayn.runtime.hardware import training_flops
 
     trainer = toy.make_trainer(tmp_path, toy.settings(steps=2, log_interval=2))
     micro = trainer.batcher.update(1)

@@ -14,7 +14,7 @@ import yaml
 from conftest import ROOT
 
 from aiayn.data import binary
-from aiayn.training import checkpoint
+from aiayn.runtime import checkpoint
 
 
 def tiny_study(workdir: Path, steps: int) -> Path:

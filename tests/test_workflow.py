@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
+import re
 import shutil
 import subprocess
 import sys
@@ -21,6 +23,8 @@ from conftest import (
     snakemake,
 )
 
+from aiayn.cli import COMMANDS
+
 
 @pytest.fixture(scope="module")
 def plan():
@@ -33,20 +37,20 @@ def test_job_count_per_rule(plan):
     counts = job_counts(plan)
     assert counts == {
         "download": 6,  # europarl, commoncrawl, news-commentary, un, giga-fren, dev: each once
-        "prepare_train": 2,
+        "prepare": 2,
         "prepare_eval": 4,  # newstest2013 + newstest2014 for EN-DE and EN-FR
         "prepare_treebank": 3,  # train, 22, 23 for WSJ-only (semi-supervised: no extra corpora configured)
-        "train_vocab": 3,  # EN-DE, EN-FR, WSJ
+        "vocab": 3,  # EN-DE, EN-FR, WSJ
         "vocab_info": 3,  # vocab.json of each: pieces made against the size asked
         "encode": 6,  # train + dev per dataset
-        "resolve_experiment": N_TRAINED,
+        "resolve": N_TRAINED,
         "train": N_TRAINED,
         "select": 1,
         "average": 4,  # one per Table 2 experiment
         "translate": 26 + N_CANDIDATES,  # Table 2: 4 on newstest2014, Table 3: 21 on newstest2013, Table 4: 1, wsj22
         "score": 26 + N_CANDIDATES,
-        "table": 3,
-        "measure_table1": 1,  # Table 1 (§4), measured
+        "tables": 3,
+        "table1": 1,  # Table 1 (§4), measured
         "figures": N_EXPERIMENTS,  # learning curves, learning rate, attention maps per reported model
         "all": 1,
     }
@@ -85,7 +89,7 @@ def test_average_takes_last_5_or_20_on_the_checkpoint_grid(plan):
 
 @pytest.mark.parametrize(
     "target, rules",
-    [("data", {"encode", "prepare_eval"}), ("vocab", {"train_vocab"}), ("table3", {"train", "translate"})],
+    [("data", {"encode", "prepare_eval"}), ("vocabularies", {"vocab"}), ("table3", {"train", "translate"})],
 )
 def test_partial_targets(target, rules):
     run = snakemake("-n", "-p", "--cores", "1", target)
@@ -107,8 +111,8 @@ def test_without_a_treebank_the_typed_command_plans_only_what_can_run():
     out = run.stdout + run.stderr
     assert "config: experiments.parse-wsj is left out: datasets.wsj.treebank is not set" in out
     counts = job_counts(planned_jobs(out))
-    assert "prepare_treebank" not in counts and "select" not in counts and counts["table"] == 2
-    assert counts["train"] == N_TRAINED_AS_TYPED and counts["train_vocab"] == 2
+    assert "prepare_treebank" not in counts and "select" not in counts and counts["tables"] == 2
+    assert counts["train"] == N_TRAINED_AS_TYPED and counts["vocab"] == 2
     run = snakemake("-n", "--cores", "1", "table4")
     assert run.returncode != 0
     said = " ".join((run.stdout + run.stderr).split())  # Snakemake wraps long messages
@@ -199,7 +203,7 @@ def test_the_demo_asks_for_what_it_uses(tmp_path):
     run = snakemake("-n", "-p", "--profile", "profiles/demo", "-d", str(tmp_path))  # none of it made yet
     assert run.returncode == 0, run.stderr[-2000:]
     jobs = planned_jobs(run.stdout + run.stderr)
-    assert {"train", "translate", "encode", "train_vocab", "average"} <= {j["rule"] for j in jobs}
+    assert {"train", "translate", "encode", "vocab", "average"} <= {j["rule"] for j in jobs}
     asked = {(j["rule"], j["resources"].get("gpu", "0"), int(j["resources"].get("mem_mb", "0"))) for j in jobs}
     assert [a for a in asked if a[1] != "0" or a[2] > 2000] == []
 
@@ -258,3 +262,49 @@ def test_ruff_clean(check):
         pytest.skip("ruff is not installed (pip install -e '.[test]')")
     run = subprocess.run([sys.executable, "-m", "ruff", *check, "."], cwd=ROOT, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+
+
+# -- one name per step: rule = command = module, rule files named after the stage they call ------------
+def rules_and_commands() -> list[tuple[str, str, str]]:
+    """(rule file stem, rule, command) of every rule whose shell line runs `-m aiayn <command>`."""
+    found = []
+    for smk in sorted((ROOT / "workflow/rules").glob("*.smk")):
+        for block in re.split(r"\n(?=rule \w+:)", smk.read_text()):
+            rule = re.match(r"rule (\w+):", block)
+            shell = re.search(r"shell:\s*\n(.*?)(?:\n\n|\Z)", block, re.S)
+            command = re.search(r"-m aiayn ([\w-]+)", shell.group(1)) if shell else None
+            if rule and command:
+                found.append((smk.stem, rule.group(1), command.group(1)))
+    return found
+
+
+def library_module(command: str) -> str:
+    """The library module a command's run() calls into: `aiayn.<stage>.<module>`."""
+    tree = ast.parse((ROOT / "src" / (COMMANDS[command][0].replace(".", "/") + ".py")).read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.count(".") == 2:
+            if node.module.split(".")[1] != "commands":
+                return node.module
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.count(".") == 1:
+            if node.module.split(".")[1] not in ("commands", "errors", "io"):
+                return f"{node.module}.{node.names[0].name}"
+    raise AssertionError(f"{command} calls no library module")
+
+
+def test_every_rule_is_named_as_the_command_it_runs():
+    """What Snakemake prints ("rule vocab:") is what a user greps: `python -m aiayn vocab`,
+    `aiayn/data/vocab.py`. Snakemake's names cannot hold "-": `prepare_eval` runs `prepare-eval`."""
+    rules = rules_and_commands()
+    assert len(rules) >= 18
+    assert [(rule, command) for _, rule, command in rules if rule != command.replace("-", "_")] == []
+
+
+def test_every_rule_runs_the_module_of_its_name_from_the_rule_file_of_its_stage():
+    """A rule's command calls the library module of its name (`vocab-info` the vocabulary's module
+    `vocab`), in the stage folder the rule file is named after."""
+    wrong = []
+    for stem, rule, command in rules_and_commands():
+        _, stage, module = library_module(command).split(".")
+        if stage != stem or not (module == command.replace("-", "_") or command.startswith(module + "-")):
+            wrong.append(f"{stem}.smk: rule {rule} -> {command} -> aiayn.{stage}.{module}")
+    assert wrong == []

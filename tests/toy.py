@@ -15,9 +15,9 @@ import torch
 from conftest import ROOT
 
 from aiayn.data import binary
-from aiayn.training import checkpoint
+from aiayn.runtime import checkpoint
 from aiayn.training.distributed import Env
-from aiayn.training.trainer import RunFiles, Trainer, run
+from aiayn.training.train import RunFiles, Trainer, run
 
 VOCAB = 24  # ids 0-3 are PAD, UNK, BOS, EOS
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import toy
 from world import SGM, make_tar
 
-from aiayn.data import demo
-from aiayn.data.demo import EXAMPLE_FILES
+from aiayn.data import generate
+from aiayn.data.generate import EXAMPLE_FILES
 
 
 def prepare_world(w: Path) -> Path:
@@ -19,7 +19,7 @@ def prepare_world(w: Path) -> Path:
     (w / "score.json").write_text(json.dumps({"tokenized_bleu": {"score": 12.5}}))
     make_tar(w / "dev.tgz", {"dev.xx.sgm": SGM.encode(), "dev.yy.sgm": SGM.encode()})
     make_tar(w / "corpus.tgz", {"x": b"one two\nthree\n", "y": b"eins zwei\ndrei\n"})
-    demo.write_treebank_archive(w / "treebank.tgz", 2, {"02": 20})
+    generate.write_treebank_archive(w / "treebank.tgz", 2, {"02": 20})
     return w
 
 

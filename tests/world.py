@@ -13,7 +13,7 @@ import toy
 
 from aiayn.data import binary
 from aiayn.training.distributed import Env
-from aiayn.training.trainer import RunFiles, Trainer, run
+from aiayn.training.train import RunFiles, Trainer, run
 
 SGM = (  # a WMT-style SGML test set of three segments
     '<srcset><doc docid="d">\n<seg id="1">one</seg>\n<seg id="2">two</seg>\n<seg id="3">three</seg>\n</doc></srcset>\n'

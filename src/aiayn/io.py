@@ -3,7 +3,7 @@
 written whole (an exported model) are the one mechanism the package's outputs go through. Two
 writers are not atomic by design: a download grows `<out>.part` across attempts so that the next
 resumes it (`aiayn.data.download`, renamed once verified), and `metrics.jsonl` is appended to, a
-record per write (`aiayn.training.metrics`).
+record per write (`aiayn.runtime.metrics`).
 
 A writer gets temporary paths in the targets' folders, unique to it (two writers running at once
 never share one), writes them, and on success each is flushed to disk, given the permissions of

@@ -1,7 +1,7 @@
 # WMT14 (§5.1): download -> extract, assemble, clean -> sentencepiece vocabulary -> encode.
 localrules:
     download,
-    generate_archive,
+    generate,
     vocab_info,
 
 
@@ -25,11 +25,11 @@ rule download:
 
 
 # The offline demo's archives (archives.<name>.generate): made, not downloaded; the rest is unchanged.
-rule generate_archive:
+rule generate:
     output:
         LAYOUT.download("{archive_file}"),
     log:
-        LAYOUT.log("generate_archive", "{archive_file}"),
+        LAYOUT.log("generate", "{archive_file}"),
     wildcard_constraints:
         archive_file=_alternatives(GENERATED),
     conda:
@@ -42,7 +42,7 @@ rule generate_archive:
         "python -m aiayn generate --spec {params.spec:q} --out {output:q} >> {log:q} 2>&1"
 
 
-rule prepare_train:
+rule prepare:
     input:
         archives=lambda w: get_archive_files(w.dataset, "train"),
         local=lambda w: STUDY.local_files(w.dataset, "train"),
@@ -51,9 +51,9 @@ rule prepare_train:
         tgt=LAYOUT.text("{dataset}", "train", "tgt"),
         report=LAYOUT.data("{dataset}", "train.report.json"),
     log:
-        LAYOUT.log("prepare_train", "{dataset}"),
+        LAYOUT.log("prepare", "{dataset}"),
     benchmark:
-        LAYOUT.benchmark("prepare_train", "{dataset}")
+        LAYOUT.benchmark("prepare", "{dataset}")
     wildcard_constraints:
         dataset=_alternatives(STUDY.datasets("translation")),
     conda:
@@ -92,7 +92,7 @@ rule prepare_eval:
         " {params.archive:q} --src {output.src:q} --tgt {output.tgt:q} >> {log:q} 2>&1"
 
 
-rule train_vocab:
+rule vocab:
     input:
         src=LAYOUT.text("{dataset}", "train", "src"),
         tgt=LAYOUT.text("{dataset}", "train", "tgt"),
@@ -100,9 +100,9 @@ rule train_vocab:
         src=LAYOUT.spm("{dataset}", "src"),
         tgt=LAYOUT.spm("{dataset}", "tgt"),
     log:
-        LAYOUT.log("train_vocab", "{dataset}"),
+        LAYOUT.log("vocab", "{dataset}"),
     benchmark:
-        LAYOUT.benchmark("train_vocab", "{dataset}")
+        LAYOUT.benchmark("vocab", "{dataset}")
     conda:
         "../../envs/data.yaml"
     threads: 8

@@ -1,5 +1,5 @@
 # Penn Treebank WSJ (§6.3): the user's licensed copy -> sentences and linearized trees per split.
-# Vocabulary, encoding, training and decoding are the shared rules of data.smk / train.smk.
+# Vocabulary, encoding, training and decoding are the shared rules of data.smk / training.smk / evaluation.smk.
 
 
 rule prepare_treebank:

@@ -15,7 +15,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from aiayn.data.demo import write_example_corpus
+    from aiayn.data.generate import write_example_corpus
 
     write_example_corpus(args.out, args.seed, {"train": args.train, "dev": args.dev, "test": args.test}, log=say)
     return 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aiayn.commands import say, settings
-from aiayn.data import demo
+from aiayn.data import generate
 
 
 def add_arguments(parser):
@@ -14,5 +14,5 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    demo.write_archive(settings(args.spec, "--spec", "generate"), args.out, log=say)
+    generate.write_archive(settings(args.spec, "--spec", "generate"), args.out, log=say)
     return 0

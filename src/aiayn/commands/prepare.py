@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aiayn.commands import load_json, say, settings, settings_list
-from aiayn.data.corpus import prepare_train
+from aiayn.data.prepare import prepare_train
 
 
 def add_arguments(parser):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aiayn.commands import say, settings
-from aiayn.data.corpus import prepare_eval
+from aiayn.data.prepare import prepare_eval
 
 
 def add_arguments(parser):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aiayn.commands import say, settings
-from aiayn.parsing.treebank import write_split
+from aiayn.parsing.prepare_treebank import write_split
 
 
 def add_arguments(parser):

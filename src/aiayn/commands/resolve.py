@@ -1,13 +1,13 @@
 """`python -m aiayn resolve`: write the resolved training settings of one experiment (experiment.json).
 
 The Snakemake rule passes the settings (preset ← experiment diff, resolved by `aiayn.study.grid`)
-as JSON; the file it writes is the training job's input (`aiayn.study.experiment`).
+as JSON; the file it writes is the training job's input (`aiayn.study.resolve`).
 """
 
 from __future__ import annotations
 
 from aiayn.commands import load_json
-from aiayn.study import experiment
+from aiayn.study import resolve
 
 
 def add_arguments(parser):
@@ -16,5 +16,5 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    experiment.write(load_json(args.settings, "--settings", expect=dict), args.out)
+    resolve.write(load_json(args.settings, "--settings", expect=dict), args.out)
     return 0

@@ -1,10 +1,10 @@
 """`python -m aiayn select`: the best candidate of a tuning grid on the dev set (§6.3) becomes the
-experiment's model (`aiayn.evaluation.selection`)."""
+experiment's model (`aiayn.evaluation.select`)."""
 
 from __future__ import annotations
 
 from aiayn.commands import load_json, say
-from aiayn.evaluation.selection import select
+from aiayn.evaluation.select import select
 
 
 def add_arguments(parser):

@@ -31,7 +31,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from aiayn.training.trainer import train_job  # torch: not imported for --help
+    from aiayn.training.train import train_job  # torch: not imported for --help
 
     return train_job(
         args.settings,

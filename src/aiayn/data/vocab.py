@@ -17,9 +17,9 @@ from pathlib import Path
 import sentencepiece as spm
 
 from aiayn.data.binary import BOS, EOS, PAD, UNK
-from aiayn.data.corpus import read_lines
 from aiayn.errors import UserError
 from aiayn.io import atomic_copy, atomic_paths, atomic_write_text, file_sha256, scratch_dir, write_failure
+from aiayn.runtime.lines import read_lines
 
 SIDES = {"src": "source", "tgt": "target"}
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from aiayn.data.corpus import read_lines
 from aiayn.evaluation.score import bleu_scores
 from aiayn.parsing.evalb import evalb
 from aiayn.parsing.trees import Tree, parse_trees
+from aiayn.runtime.lines import read_lines
 from aiayn.study.layout import Layout
 
 

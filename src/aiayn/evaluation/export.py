@@ -35,8 +35,8 @@ from aiayn.errors import UserError
 from aiayn.io import atomic_dir, file_sha256, writable
 from aiayn.model.hparams import ModelConfig
 from aiayn.model.transformer import sinusoidal_positions
-from aiayn.training import checkpoint as ckpt
-from aiayn.training import metrics
+from aiayn.runtime import checkpoint as ckpt
+from aiayn.runtime import metrics
 
 
 def residual_permutation(d_model: int) -> torch.Tensor:

@@ -19,11 +19,11 @@ from collections import Counter
 import sacrebleu
 from sacrebleu.significance import PairedTest
 
-from aiayn.data.corpus import read_lines
 from aiayn.errors import UserError
 from aiayn.evaluation import moses
 from aiayn.io import write_json
 from aiayn.parsing.evalb import gold_error_lines, score_parses
+from aiayn.runtime.lines import read_lines
 
 COMPOUND = re.compile(rb"(\S)-(\S)")
 ASCII_SPACE = re.compile(r"[ \t\n\r\f\v]+")  # perl's \s on bytes, as multi-bleu.perl reads its files

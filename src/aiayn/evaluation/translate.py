@@ -13,15 +13,15 @@ import torch.nn.functional as F
 
 from aiayn.data import vocab
 from aiayn.data.binary import BOS, EOS, PAD
-from aiayn.data.corpus import read_lines
 from aiayn.errors import UserError
 from aiayn.io import atomic_paths, writable
 from aiayn.model.beam import Hypothesis, beam_search
 from aiayn.model.beam_state import BeamState
 from aiayn.model.transformer import Transformer
-from aiayn.training import checkpoint as ckpt
-from aiayn.training.distributed import choose_device
-from aiayn.training.precision import autocast as precision_autocast
+from aiayn.runtime import checkpoint as ckpt
+from aiayn.runtime.device import choose_device
+from aiayn.runtime.lines import read_lines
+from aiayn.runtime.precision import autocast as precision_autocast
 
 
 def max_steps(src_len: int, a: float, b: int, cap: int | None = None) -> int:

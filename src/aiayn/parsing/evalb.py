@@ -30,9 +30,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from aiayn.data.corpus import read_lines
 from aiayn.errors import UserError
 from aiayn.parsing.trees import parse_trees, restore
+from aiayn.runtime.lines import read_lines
 
 ASCII_SPACE = frozenset(" \t\n\v\f\r")  # C's isspace: a no-break space is part of a word
 TERMINATORS = ASCII_SPACE | {"(", ")"}

@@ -8,12 +8,12 @@ from pathlib import Path
 
 from aiayn.data import vocab
 from aiayn.data.binary import EOS
-from aiayn.data.corpus import read_lines
 from aiayn.errors import UserError
 from aiayn.io import atomic_path
 from aiayn.model.transformer import encoder_attention
-from aiayn.training import checkpoint as ckpt
-from aiayn.training import metrics
+from aiayn.runtime import checkpoint as ckpt
+from aiayn.runtime import metrics
+from aiayn.runtime.lines import read_lines
 
 
 def pyplot():
@@ -70,7 +70,7 @@ def learning_curves(path, out, title: str, seeds: tuple = ()) -> None:
 def schedule(settings: dict) -> tuple[list[int], list[float]]:
     """The learning rate at every update 1..steps of a run's `settings` (experiment.json, also in
     each checkpoint): §5.3's warmup and decay, times the run's lr_scale."""
-    from aiayn.training.trainer import rate
+    from aiayn.runtime.schedule import rate
 
     d_model, tr = settings["model"]["d_model"], settings["train"]
     steps = list(range(1, tr["steps"] + 1))

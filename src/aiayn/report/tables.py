@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from aiayn.data.corpus import read_lines
 from aiayn.errors import UserError
 from aiayn.evaluation import baselines
 from aiayn.evaluation.replicates import SIGNIFICANCE, mean_and_spread, stratified_ar_p
@@ -22,11 +21,12 @@ from aiayn.evaluation.score import paired_bootstrap_p
 from aiayn.io import atomic_paths
 from aiayn.report import paper
 from aiayn.report.format import footer, to_csv, to_markdown
+from aiayn.runtime import metrics
+from aiayn.runtime.hardware import PEAKS, gpu_model, peak_flops
+from aiayn.runtime.lines import read_lines
 from aiayn.study import config as cfg
 from aiayn.study.grid import TABLE_SPEC_KEYS, Study
 from aiayn.study.layout import Layout
-from aiayn.training import metrics
-from aiayn.training.hardware import PEAKS, gpu_model, peak_flops
 
 # Table 2 of the paper: the other systems, kept for context (BLEU EN-DE, EN-FR; cost EN-DE, EN-FR).
 PAPER_TABLE2 = [
@@ -325,7 +325,7 @@ def hardware_note(rows: list[dict]) -> str:
     unknown = sorted({r["gpu"] for r in rows if r.get("gpu") not in (None, "cpu") and gpu_model(r["gpu"]) is None})
     if unknown:
         notes.append(
-            f"No peak FLOP/s is known for {', '.join(unknown)} (aiayn.training.hardware.PEAKS), so its rows "
+            f"No peak FLOP/s is known for {', '.join(unknown)} (aiayn.runtime.hardware.PEAKS), so its rows "
             "have no cost "
             "and no MFU."
         )
@@ -375,7 +375,7 @@ def column_note(number: int) -> str:
             f"paper's footnote 5 (hours x GPUs x the GPU's FP32 TFLOPS: {peaks}); device_hours: wall hours trained "
             "x the devices training (GPUs, or CPU processes), those of the hardware column; model_flops: the "
             "training FLOPs counted from every update's batches (encoder on source, decoder on target tokens, "
-            "attention products at the real lengths, output projection; aiayn.training.hardware.training_flops). "
+            "attention products at the real lengths, output projection; aiayn.runtime.hardware.training_flops). "
             "The paper's Table 2 gives 41.8 for big EN-FR; its §6.1 text and abstract say 41.0.\n"
         )
     if number == 3:

@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass
 
 from aiayn.model.hparams import ModelConfig
-from aiayn.study import experiment as experiment_json
+from aiayn.study import resolve as experiment_json
 from aiayn.study.config import ConfigError
 from aiayn.study.layout import Layout, archive_filename
 

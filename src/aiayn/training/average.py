@@ -17,8 +17,8 @@ import torch
 from aiayn.data import vocab
 from aiayn.errors import UserError
 from aiayn.io import writable, write_json
+from aiayn.runtime import checkpoint as ckpt
 from aiayn.study.layout import Layout
-from aiayn.training import checkpoint as ckpt
 from aiayn.training import resume
 
 

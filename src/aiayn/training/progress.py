@@ -1,7 +1,7 @@
 """What a training run reports while it runs: the start record, and every `log_interval` updates
 the loss, learning rate, tokens per update and per second, TFLOP/s, MFU and ETA (as a log line and
 as a `metrics.jsonl` record). FLOPs are counted per update from its batches' real lengths
-(`aiayn.training.hardware.training_flops`): TFLOP/s is what the model computed, MFU that over the
+(`aiayn.runtime.hardware.training_flops`): TFLOP/s is what the model computed, MFU that over the
 GPUs' peak."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import torch
 import torch.distributed as dist
 
 from aiayn import described
-from aiayn.training.distributed import Env, device_name
-from aiayn.training.hardware import peak_flops
+from aiayn.runtime.device import device_name
+from aiayn.runtime.hardware import peak_flops
+from aiayn.training.distributed import Env
 
 
 class Progress:
@@ -102,7 +103,7 @@ def format_start(rec: dict, *, name: str, total: int) -> str:
         where = list(dict.fromkeys(rec.get("hosts", [])))  # each host once, in rank order
         tasks = f" ({rec['agents']} launcher tasks{' on ' + ', '.join(where) if where else ''})"
     if rec["device_name"] != "cpu" and peak_flops(rec["device_name"], rec["precision"]) is None:
-        tasks += f"; peak {rec['precision']} FLOP/s of this GPU unknown (aiayn.training.hardware.PEAKS): no MFU"
+        tasks += f"; peak {rec['precision']} FLOP/s of this GPU unknown (aiayn.runtime.hardware.PEAKS): no MFU"
     return (
         f"training {name}: {rec['params']:,} parameters on {rec['world_size']} x {rec['device_name']}{tasks}, "
         f"{rec['accumulation']} micro-batch(es) of <= {rec['budget']} tokens per side per process, "

@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from aiayn.runtime.checkpoint import on_grid
 from aiayn.study.layout import Layout
-from aiayn.training.checkpoint import on_grid
 
 # training settings that do not shape the weights: changing them continues a run (steps: raising
 # it; a checkpoint past a lowered `steps` starts afresh). max_tokens only splits an update into

@@ -1,6 +1,6 @@
 """experiment.json, the resolved training settings of one experiment: the input of its training job.
 
-The Snakemake rule `resolve_experiment` writes it from `Study.training_settings` (preset ←
+The Snakemake rule `resolve` writes it from `Study.training_settings` (preset ←
 experiment diff); `train` reads it. Only what shapes training is in it, so changing an
 experiment's decoding or averaging retrains nothing, and changing one experiment's training
 retrains only that experiment.
@@ -58,6 +58,6 @@ def read(path: str | os.PathLike) -> dict:
     if lacking:
         raise UserError(
             f"{path}: the settings lack {', '.join(lacking)}; write them with `python -m aiayn resolve` "
-            "(the resolve_experiment rule)"
+            "(the resolve rule)"
         )
     return checked(settings, str(path))

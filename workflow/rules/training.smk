@@ -1,21 +1,4 @@
-# Training (§5) on GPU nodes, then averaging of the last K checkpoints (§6.1).
-localrules:
-    resolve_experiment,
-
-
-rule resolve_experiment:
-    output:
-        LAYOUT.experiment_json("{experiment}"),
-    log:
-        LAYOUT.log("resolve_experiment", "{experiment}"),
-    conda:
-        "../../envs/data.yaml"
-    params:
-        settings=lambda w: json.dumps(
-            STUDY.training_settings(w.experiment), sort_keys=True
-        ),
-    shell:
-        "python -m aiayn resolve --settings {params.settings:q} --out {output:q} >> {log:q} 2>&1"
+# Training (§5) on GPU nodes, then averaging of the last K checkpoints (§6.1) (aiayn.training).
 
 
 # GPUs per training job: the `gpu` resource (total over the job's `nodes`), set in the profile
@@ -62,29 +45,6 @@ rule train:
         "{params.launch} -m aiayn train --settings {input.settings:q} --train {input.train:q} --dev {input.dev:q}"
         " --spm-src {input.spm_src:q} --spm-tgt {input.spm_tgt:q} --checkpoints {params.checkpoints:q}"
         " --stop-margin {resources.stop_margin_s} --out {output:q} --log-to {log:q} 2>> {log:q}"
-
-
-# Selection on the dev set (§6.3): an experiment with a `tune` grid is not trained itself; its
-# candidates are, each is decoded and scored on the dev set, and the best becomes its model.
-rule select:
-    input:
-        scores=lambda w: [c["score"] for c in get_candidates(w)],
-        models=lambda w: [c["model"] for c in get_candidates(w)],
-    output:
-        model=LAYOUT.final_checkpoint("{experiment}"),
-        metrics=LAYOUT.metrics("{experiment}"),
-        record=LAYOUT.selected("{experiment}"),
-    log:
-        LAYOUT.log("select", "{experiment}"),
-    wildcard_constraints:
-        experiment=_alternatives(STUDY.selected),
-    conda:
-        "../../envs/data.yaml"
-    params:
-        candidates=lambda w: json.dumps(get_candidates(w)),
-    shell:
-        "python -m aiayn select --candidates {params.candidates:q} --out-model {output.model:q}"
-        " --out-metrics {output.metrics:q} --record {output.record:q} >> {log:q} 2>&1"
 
 
 rule average:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import gzip
 import html
-import io
 import lzma
 import os
 import re
@@ -26,6 +25,7 @@ from typing import Callable, Iterator, TextIO
 
 from aiayn.errors import UserError
 from aiayn.io import atomic_paths, scratch_dir, write_json
+from aiayn.runtime.lines import read_lines
 
 SEPARATORS = re.compile("[\u0085\u2028\u2029]")
 SEG = re.compile(r"<seg[^>]*>(.*?)</seg>", re.IGNORECASE | re.DOTALL)
@@ -72,36 +72,7 @@ def extract_members(
     return found
 
 
-# -- reading --------------------------------------------------------------------------------------
-def open_text(path: str | os.PathLike) -> io.BufferedReader:
-    path = str(path)
-    return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
-
-
-def _lines(f, label: str) -> Iterator[bytes]:
-    try:
-        yield from f
-    except gzip.BadGzipFile:
-        raise UserError(f"{label}: not a gzip file, though its name ends in .gz; replace the file") from None
-    except (EOFError, zlib.error) as exc:
-        raise UserError(f"{label}: a corrupt gzip file ({exc}); replace the file") from None
-
-
-def read_lines(path: str | os.PathLike, label: str | None = None, *, keep_bom: bool = False) -> Iterator[str]:
-    """Lines of a (possibly gzipped) UTF-8 file, split on "\\n" only, without the line end or (unless
-    `keep_bom`) a leading byte-order mark."""
-    label = label or str(path)
-    with open_text(path) as f:
-        for number, raw in enumerate(_lines(f, label), start=1):  # binary iteration splits on b"\n" only
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise UserError(f"{label}, line {number}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
-            if number == 1 and not keep_bom:
-                line = line.removeprefix("\ufeff")  # a byte-order mark is not text (an editor's, Windows')
-            yield line.rstrip("\n").rstrip("\r")
-
-
+# -- reading ------------------------------------------------------------------------------------------
 def sgml_segments(path: str | os.PathLike, label: str | None = None) -> list[str]:
     """The <seg> texts of a WMT SGML file in document order, entities decoded, runs of spaces collapsed.
     Every <seg> must close before the next opens: a missing </seg> names the segment."""

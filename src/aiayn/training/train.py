@@ -7,8 +7,8 @@ checkpoint of the run's folder when it is of the same run (`aiayn.training.resum
 writes a checkpoint every `checkpoint_interval` updates, and on a stop signal finishes the current
 update, writes a checkpoint and returns EXIT_PREEMPTED (under Slurm the job is requeued first,
 `aiayn.training.distributed.requeue`). Under torchrun every rank runs it; the environment says
-which rank it is. Checkpoint files: `aiayn.training.checkpoint`; the metrics file:
-`aiayn.training.metrics`; progress lines: `aiayn.training.progress`.
+which rank it is. Checkpoint files: `aiayn.runtime.checkpoint`; the metrics file:
+`aiayn.runtime.metrics`; progress lines: `aiayn.training.progress`.
 """
 
 from __future__ import annotations
@@ -32,10 +32,13 @@ from aiayn.errors import UserError
 from aiayn.io import atomic_copy, remove_leftovers, writable
 from aiayn.model.hparams import ModelConfig
 from aiayn.model.transformer import build, count_parameters
-from aiayn.study import experiment
+from aiayn.runtime import checkpoint as ckpt
+from aiayn.runtime import metrics, precision
+from aiayn.runtime.hardware import training_flops
+from aiayn.runtime.schedule import rate
+from aiayn.study import resolve
 from aiayn.study.layout import Layout
-from aiayn.training import checkpoint as ckpt
-from aiayn.training import metrics, precision, resume
+from aiayn.training import resume
 from aiayn.training.batching import Batcher, Prefetcher, collate, micro_batch_budget
 from aiayn.training.distributed import (
     Deadline,
@@ -48,18 +51,12 @@ from aiayn.training.distributed import (
     setup,
     stop_requested,
 )
-from aiayn.training.hardware import training_flops
 from aiayn.training.progress import Progress, format_progress, format_start, start_record
 
 EXIT_DONE = 0
 EXIT_NONFINITE = 3
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: a checkpoint is written, run the job again to resume
 EXIT_PEER_LOST = 4  # another process of the job was lost (killed, crashed, its node gone): run again
-
-
-def rate(step: int, d_model: int, warmup_steps: int, scale: float = 1.0) -> float:
-    """lrate = d_model^-0.5 · min(step^-0.5, step · warmup_steps^-1.5) (§5.3), times `scale`."""
-    return scale * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
 
 
 def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, eps_ls: float) -> torch.Tensor:
@@ -493,7 +490,7 @@ def train_job(
     in `checkpoints`, the final model `out`, metrics beside the checkpoints unless `metrics_path`.
     In a Slurm job it stops `stop_margin` seconds before the job's time limit. Returns the exit code."""
     writable(out)  # before hours of training
-    settings = experiment.read(settings_path)
+    settings = resolve.read(settings_path)
     train = binary.read(train_path)
     dev = binary.read(dev_path) if dev_path else None
     check_vocabularies(train, dev, {"src": spm_src, "tgt": spm_tgt})

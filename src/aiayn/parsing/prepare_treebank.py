@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aiayn.data.corpus import atomic_pair, extract_members, read_lines
+from aiayn.data.prepare import atomic_pair, extract_members, read_lines
 from aiayn.errors import UserError
 from aiayn.io import atomic_write_text, scratch_dir
 from aiayn.parsing.trees import Tree, linearize, parse_trees, preprocess, read_sections, with_top

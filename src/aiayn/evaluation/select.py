@@ -12,7 +12,7 @@ from pathlib import Path
 
 from aiayn.errors import UserError
 from aiayn.io import atomic_copy, write_json
-from aiayn.training import metrics
+from aiayn.runtime import metrics
 
 
 def dev_score(score: dict) -> tuple[str, float]:

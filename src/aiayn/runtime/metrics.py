@@ -112,7 +112,7 @@ def read(path: str | os.PathLike) -> Records:
 def summary(path: str | os.PathLike) -> dict:
     """Training facts of a run: step reached, hours trained (summed over its jobs, idle time between
     jobs excluded), GPUs, device, precision, parameters, target tokens seen, training FLOPs (counted
-    from the batches, `aiayn.training.hardware.training_flops`; None before the first progress
+    from the batches, `aiayn.runtime.hardware.training_flops`; None before the first progress
     record), and the dev perplexity of the newest evaluated checkpoint."""
     out = {
         "step": 0,

@@ -1,0 +1,4 @@
+"""Shared runtime: what training, decoding, evaluation and the report all use at run time, below
+them all: the checkpoint format (`checkpoint`), the run's own record (`metrics`), the device
+(`device`), its arithmetic and peak FLOP/s (`precision`, `hardware`), the §5.3 learning rate
+(`schedule`) and the line reader every file of text goes through (`lines`)."""
