@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from aiayn.evaluation.translate import length_sorted_batches, max_steps, translate
+from aiayn.evaluation.translate import length_sorted_batches, max_steps, progress_lines, translate
 from aiayn.model.beam import beam_search, length_penalty
 from aiayn.model.hparams import ModelConfig
 from aiayn.model.transformer import Transformer
@@ -259,3 +259,20 @@ def test_translate_command_writes_the_nbest_list(tmp_path):
         assert [float(r[1]) for r in mine] == pytest.approx([h.score for h in hs], abs=1e-5)
         assert [float(r[1]) for r in mine] == sorted((float(r[1]) for r in mine), reverse=True)
         assert mine[0][3] == best[i] == vocab.to_text(sp, hs[0].tokens)
+
+
+def test_translation_progress_says_every_tenth_though_batches_jump_over_its_marks():
+    """Decoding finishes whole batches (47 sentences here): a line each time another tenth of the 300
+    is passed, and one at the end (the demo's case, 40 sentences in one batch, said only its last)."""
+    said = []
+    progress = progress_lines(300, said.append)
+    for done in [*range(47, 300, 47), 300]:
+        progress(done, 1.0)
+    assert [line.split(" sentences")[0] for line in said] == [
+        "translated 47/300", "translated 94/300", "translated 141/300", "translated 188/300",
+        "translated 235/300", "translated 282/300", "translated 300/300",
+    ]  # fmt: skip
+    one = []
+    progress = progress_lines(40, one.append)
+    progress(40, 2.0)
+    assert one == ["translated 40/40 sentences, 20.0 sentences/s"]

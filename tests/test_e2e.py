@@ -222,6 +222,23 @@ def test_rerunning_one_stage_reruns_that_one_job(run_dag):
 
 
 @pytest.mark.slow
+def test_more_bootstrap_samples_redo_table_3_alone(run_dag, tmp_path):
+    """Table 3's bootstrap sample count is the tables step's: changing it plans that one job, no score."""
+    workdir = run_dag.parent
+    config = yaml.safe_load((workdir / "study.yaml").read_text())
+    config.setdefault("scoring", {})["bootstrap_resamples"] = 77
+    (tmp_path / "bootstrap.yaml").write_text(yaml.safe_dump(config))
+    config_file = tmp_path / "bootstrap.yaml"
+    plan = snakemake("-s", str(ROOT / "Snakefile"), "-d", str(workdir), "--configfile", str(config_file),
+                     "--replace-workflow-config", "-n", "-p", cwd=workdir)  # fmt: skip
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    jobs = planned_jobs(plan.stdout + plan.stderr)
+    assert "score" not in job_counts(jobs) and "--bootstrap 77" in next(
+        j["shell"] for j in jobs if j["rule"] == "tables"
+    )
+
+
+@pytest.mark.slow
 def test_adding_seeds_to_a_finished_row_trains_only_the_new_seeds(run_dag, tmp_path):
     """`seeds: [1, 2]` on a row that finished with seed 1: its run is kept, only seed 2 is trained
     (then decoded, scored, and the row's table and figure redone)."""

@@ -11,11 +11,12 @@ import subprocess
 import sys
 
 import pytest
-from conftest import squeeze
+from conftest import ROOT, squeeze
 
 from aiayn.report.format import to_csv
 from aiayn.report.tables import build, markdown_document, paper_cost, write_table
 from aiayn.study import config as cfg
+from aiayn.study.grid import Study
 
 
 def test_cost_formula_reproduces_the_papers_figures():
@@ -123,7 +124,7 @@ def test_table2_cells_deltas_and_pending(tmp_path):
     base, big, fr = rows
     assert base["status"] == "done" and base["bleu"] == 27.9 and base["delta"] == pytest.approx(0.6)
     assert base["setting"] == "the paper's" and base["updates"] == "100,000 of 100,000"
-    assert base["hardware"] == "8 x NVIDIA H100 80GB HBM3" and base["tokens_per_update"] == 25000
+    assert base["hardware"] == "8 x NVIDIA H100 80GB HBM3" and base["tgt_tokens_per_update"] == 25000
     assert big["setting"] == "not comparable: 120,000 of 300,000 updates" and big["delta"] is None
     assert base["sacrebleu"] == 27.1 and base["lines"] == 3003
     assert base["device_hours"] == pytest.approx(16.0)
@@ -150,7 +151,7 @@ def test_table2_says_what_cleaning_removed_from_each_training_corpus(tmp_path):
     write_table(2, experiments=[spec("base-en-de", 27.3)], results=tmp_path, log=lambda _: None)
     md = squeeze((tmp_path / "tables/table2.md").read_text())
     assert (
-        "Training data after cleaning (results/data/<dataset>/train.report.json): wmt14-en-de kept 28,112 of "
+        f"Training data after cleaning ({tmp_path}/data/<dataset>/train.report.json): wmt14-en-de kept 28,112 of "
         "29,000 pairs (3.1% removed: too long 500, ratio 388)."
     ) in md
 
@@ -302,3 +303,23 @@ def test_word_by_word_baseline_is_the_same_in_every_process():
         for seed in ("1", "2", "3", "4", "5", "6")
     }
     assert outs == {"['w w']\n"}
+
+
+def test_running_one_experiment_keeps_the_finished_rows_of_the_others(tmp_path):
+    """`run: [big-en-de]` rewrote Table 2 with that row alone, yesterday's finished base-en-de gone:
+    the study's other experiments are in the spec, marked, and the table shows those that finished."""
+    config = cfg.load(ROOT / "config.yaml")
+    config["run"] = ["big-en-de"]
+    spec2 = Study(config).table_spec(2)
+    assert [(s["name"], s.get("outside_run", False)) for s in spec2] == [
+        ("base-en-de", True), ("big-en-de", False), ("base-en-fr", True), ("big-en-fr", True),
+    ]  # fmt: skip
+    fabricate(tmp_path, "base-en-de", "newstest2014", 27.9, 100000)  # finished yesterday
+    fabricate(tmp_path, "base-en-fr", "newstest2014", None, 5000)  # started, never scored
+    fabricate(tmp_path, "big-en-de", "newstest2014", 28.6, 300000)
+    rows = write_table(2, experiments=spec2, results=tmp_path, log=lambda _: None)
+    assert [(r["experiment"], r["status"]) for r in rows] == [
+        ("base-en-de", "done (outside run:)"),
+        ("big-en-de", "done"),
+    ]
+    assert "| base-en-de | done (outside run:) |" in squeeze((tmp_path / "tables/table2.md").read_text())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import copy
 import importlib.util
 import re
 import shutil
@@ -308,3 +309,19 @@ def test_every_rule_runs_the_module_of_its_name_from_the_rule_file_of_its_stage(
         if stage != stem or not (module == command.replace("-", "_") or command.startswith(module + "-")):
             wrong.append(f"{stem}.smk: rule {rule} -> {command} -> aiayn.{stage}.{module}")
     assert wrong == []
+
+
+def test_the_score_jobs_do_not_depend_on_the_bootstrap_sample_count(tmp_path, paper_config):
+    """bootstrap_resamples is Table 3's (the tables step): the score jobs' command lines, which
+    Snakemake's params trigger compares, are the same for any count, the tables job's is not."""
+    shells = {}
+    for samples in (1000, 77):
+        config = copy.deepcopy(paper_config)
+        config["scoring"]["bootstrap_resamples"] = samples
+        (tmp_path / f"{samples}.yaml").write_text(yaml.safe_dump(config))
+        run = snakemake("-n", "-p", "--configfile", str(tmp_path / f"{samples}.yaml"), "--replace-workflow-config")
+        assert run.returncode == 0, run.stderr[-2000:]
+        jobs = planned_jobs(run.stdout + run.stderr)
+        shells[samples] = {rule: sorted(j["shell"] for j in jobs if j["rule"] == rule) for rule in ("score", "tables")}
+    assert shells[1000]["score"] == shells[77]["score"] and len(shells[77]["score"]) > 10
+    assert shells[1000]["tables"] != shells[77]["tables"]

@@ -47,7 +47,7 @@ rule score:
     params:
         task=lambda w: STUDY.experiment(w.experiment)["task"],
         expect=get_expect_lines,
-        scoring=lambda w: json.dumps(STUDY.scoring(get_dataset(w))),
+        scoring=lambda w: json.dumps(STUDY.bleu_scoring(get_dataset(w))),
     shell:
         "python -m aiayn score --task {params.task:q} --hyp {input.hyp:q} --ref {input.ref:q}"
         " --scoring {params.scoring:q} {params.expect:q} --out {output:q} >> {log:q} 2>&1"

@@ -139,11 +139,14 @@ def check_vocabularies(state: dict, model_path, spm: dict) -> None:
 
 
 def progress_lines(total: int, log=print) -> Callable[[int, float], None]:
-    """A `translate` progress callback that logs about every tenth of `total` sentences."""
+    """A `translate` progress callback that logs a line each time the sentences done pass another
+    tenth of `total` (decoding advances them a whole batch at a time), and at the end."""
     every = max(1, total // 10)
+    said = [0]  # the tenths said so far
 
     def progress(done: int, seconds: float) -> None:
-        if done == total or done // every != (done - 1) // every:
+        if done == total or done // every > said[0]:
+            said[0] = done // every
             log(f"translated {done}/{total} sentences, {done / max(seconds, 1e-9):.1f} sentences/s")
 
     return progress

@@ -15,7 +15,7 @@ def cell(value, key: str = "") -> str:
             return f"{value:.1e}"
         if key in ("mfu",):
             return f"{value:.1%}"
-        if key == "tokens_per_update":
+        if key.endswith("tokens_per_update"):
             return f"{value:,.0f}"
         if key.startswith("p_value"):
             return f"{value:.4f}"

@@ -63,7 +63,7 @@ VARIATIONS = {
     "E": [{"positional": "learned"}],
 }
 BIG_EN_FR = {"P_drop": 0.1}
-# §5.1 (~25,000 target tokens per update), §5.2 (steps), §5.3 (warmup)
+# §5.1 (~25,000 source and ~25,000 target tokens per update: tokens_per_update is per side), §5.2 (steps), §5.3 (warmup)
 TRAIN = {
     "base": {"steps": 100_000, "tokens_per_update": 25_000, "warmup_steps": 4000},
     "big": {"steps": 300_000, "tokens_per_update": 25_000, "warmup_steps": 4000},

@@ -131,7 +131,7 @@ def what_was_run(table: int, exp: dict, m: dict, score: dict | None, layout: Lay
         "comparable": comparable,
         "preset": exp["preset"],
         "updates": f"{m['step']:,} of {exp['train']['steps']:,}",
-        "tokens_per_update": m["tgt_tokens"] / m["step"] if m["step"] else None,
+        "tgt_tokens_per_update": m["tgt_tokens"] / m["step"] if m["step"] else None,
         "hardware": hardware,
     }
 
@@ -349,13 +349,14 @@ def cleaning_note(layout: Layout, experiments: list[dict]) -> str:
         said.append(f"{dataset} kept {kept:,} of {total:,} pairs ({share})")
     if not said:
         return ""
-    return "\nTraining data after cleaning (results/data/<dataset>/train.report.json): " + "; ".join(said) + ".\n"
+    where = layout.train_report("<dataset>")
+    return f"\nTraining data after cleaning ({where}): " + "; ".join(said) + ".\n"
 
 
 # the columns of each table's Markdown (the CSV has every cell)
 COLUMNS = {
     2: ["experiment", "status", "paper_bleu", "bleu", "bleu_s_sel", "seeds", "delta", "sacrebleu", "setting",
-        "dataset", "testset", "lines", "preset", "updates", "tokens_per_update", "hardware", "averaged_steps",
+        "dataset", "testset", "lines", "preset", "updates", "tgt_tokens_per_update", "hardware", "averaged_steps",
         "device_hours", "cost_flops_paper_formula", "model_flops", "mfu"],
     3: ["row", "experiment", "status", "changes", "setting", "updates", "seeds", "dev_ppl", "dev_ppl_s_sel",
         "paper_dev_ppl", "dev_bleu", "dev_bleu_s_sel", "paper_dev_bleu", "params_M", "paper_params_M",
@@ -371,7 +372,9 @@ def column_note(number: int) -> str:
         peaks = ", ".join(f"{k} {v['fp32'] / 1e12:g}" for k, v in PEAKS.items() if "fp32" in v)
         return (
             "\nbleu: tokenized BLEU as the paper measured it (Moses tokenizer, compound splitting for EN-DE); "
-            f"sacrebleu: detokenized sacreBLEU; delta = bleu - paper_bleu. {SEEDS_NOTE} Training cost by the "
+            f"sacrebleu: detokenized sacreBLEU; delta = bleu - paper_bleu. tgt_tokens_per_update: the target tokens "
+            "of an update as trained, on the mean (the paper's §5.1 batch: about 25,000 source and 25,000 target "
+            f"tokens). {SEEDS_NOTE} Training cost by the "
             f"paper's footnote 5 (hours x GPUs x the GPU's FP32 TFLOPS: {peaks}); device_hours: wall hours trained "
             "x the devices training (GPUs, or CPU processes), those of the hardware column; model_flops: the "
             "training FLOPs counted from every update's batches (encoder on source, decoder on target tokens, "
@@ -416,10 +419,24 @@ def markdown_document(number: int, rows: list[dict], study: str | None = None, n
     return "".join(parts)
 
 
+OUTSIDE_RUN = " (outside run:)"  # the mark of a finished row of an experiment the study's `run:` left out
+
+
+def shown(number: int, layout: Layout, experiments: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(experiments, rows) of Table `number`: a row per experiment, in order, but of an experiment
+    outside the study's `run:` only when one of its runs is scored, its status marked so."""
+    rows = {2: table2, 3: table3, 4: table4}[number](layout, experiments)
+    kept = [(e, r) for e, r in zip(experiments, rows) if not e.get("outside_run") or scored_runs(layout, e)]
+    for exp, row in kept:
+        if exp.get("outside_run"):
+            row["status"] += OUTSIDE_RUN
+    return [e for e, _ in kept], [r for _, r in kept]
+
+
 def build(number: int, results: str | Path, experiments: list[dict]) -> list[dict]:
-    """The rows of Table `number` for `experiments` (one row each, in order) from the study's
-    outputs under `results`."""
-    return {2: table2, 3: table3, 4: table4}[number](Layout(str(results)), experiments)
+    """The rows of Table `number` for `experiments` (one row each, in order; of one outside `run:`
+    only when finished) from the study's outputs under `results`."""
+    return shown(number, Layout(str(results)), experiments)[1]
 
 
 def with_extra_rows(rows: list[dict], extra: list[dict]) -> list[dict]:
@@ -510,7 +527,7 @@ def write_table(
         with_baselines = with_baselines or loaded["baselines"]
     else:
         raise UserError("give --experiments (JSON) or --config (the study config)")
-    rows = {2: table2, 3: table3, 4: table4}[number](layout, experiments)
+    experiments, rows = shown(number, layout, experiments)
     if number == 3 and bootstrap:
         add_p_values(rows, layout, experiments, bootstrap)
     if with_baselines and number in (2, 4):
@@ -521,7 +538,9 @@ def write_table(
         notes = cleaning_note(layout, experiments) if number == 2 else ""
         tmp_md.write_text(markdown_document(number, rows, study, notes), encoding="utf-8")
         tmp_csv.write_text(to_csv(csv_rows(rows)), encoding="utf-8")
-    names = {e["name"] for e in experiments}
-    done = sum(r["status"] == "done" for r in rows if r.get("experiment") in names)
-    log(f"table {number}: {done}/{len(experiments)} experiments done -> {md}, {csv_path}")
+    ours = [r for e, r in zip(experiments, rows) if not e.get("outside_run")]
+    outside = len(experiments) - len(ours)
+    more = f", and {outside} finished outside run:" if outside else ""
+    done = sum(r["status"] == "done" for r in ours)
+    log(f"table {number}: {done}/{len(ours)} experiments done{more} -> {md}, {csv_path}")
     return rows

@@ -356,7 +356,17 @@ class Study:
 
     def table_spec(self, table: int) -> list[dict]:
         """What the tables command needs to know of each experiment of `table` (and nothing that would
-        make a table rebuild when, say, a decoding setting of another table changes)."""
+        make a table rebuild when, say, a decoding setting of another table changes). Under `run:`,
+        the table's other experiments too, marked `outside_run` (the table shows those that have
+        finished, so that running one experiment does not drop yesterday's rows)."""
+        ours = self._table_spec(table)
+        if not self.config.get("run"):
+            return ours
+        chosen = {spec["name"]: spec for spec in ours}
+        whole = Study({**self.config, "run": None})._table_spec(table)
+        return [chosen.get(spec["name"]) or {**spec, "outside_run": True} for spec in whole]
+
+    def _table_spec(self, table: int) -> list[dict]:
         out = []
         for ev in self.evaluations(table):
             exp = self.experiment(ev.experiment)

@@ -118,7 +118,7 @@ def format_progress(rec: dict, total: int) -> str:
     eta = time.strftime("%H:%M:%S", time.gmtime(eta_s)) if eta_s < 86400 else f"{eta_s / 86400:.1f}d"
     return (
         f"step {rec['step']}/{total} loss {rec['loss']:.4f} lr {rec['lr']:.3e} "
-        f"tok/s {rec['tgt_tokens_per_s']:,.0f} "
-        f"batch {rec['src_tokens_per_update']:,.0f}+{rec['tgt_tokens_per_update']:,.0f} "
+        f"tokens/update {rec['src_tokens_per_update']:,.0f} src + {rec['tgt_tokens_per_update']:,.0f} tgt, "
+        f"{rec['tgt_tokens_per_s']:,.0f} tgt tokens/s "
         f"tflops {rec['tflops']:.2f}{mfu} eta {eta}"
     )
