@@ -4,7 +4,7 @@ torch picks its CPU kernels by what the CPU can do (`ATEN_CPU_CAPABILITY`: `defa
 `avx512` on x86-64); forcing each on one machine stands in for other CPUs. Each run is the demo as
 typed (`snakemake --profile profiles/demo`, from a fresh copy of the repository's files), one
 after the other; `--cores` adds runs at other thread counts. Prints each figure by run, and its
-range as README.md's "The demo's figures on other CPUs" states it.
+range as docs/figures.md states it.
 
     python benchmarks/demo_kernels.py --json benchmarks/demo_kernels.json   # about 25 minutes on 2 cores
 """
@@ -28,7 +28,7 @@ from load import run_whole  # noqa: E402 (a process group killed whole when the 
 
 
 def figures(tables: Path) -> dict[str, float]:
-    """The demo's figures the README states, from one run's tables."""
+    """The demo's figures docs/figures.md states, from one run's tables."""
 
     def rows(n):  # by experiment (baselines by row), without the lines of each seed
         lines = csv.DictReader((tables / f"table{n}.csv").open())

@@ -103,7 +103,7 @@ def real_data(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(
             f"{path} is absent: the real public test data is not in a clone; set AIAYN_TEST_DATA to a "
-            "folder laid out as README.md, section Tests, describes (which file, from where)"
+            "folder laid out as docs/development.md, section Tests, describes (which file, from where)"
         )
     return path
 

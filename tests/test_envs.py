@@ -217,6 +217,8 @@ USED_OTHERWISE = {
     "pytest": "the test runner",
     "snakefmt": "tests/test_workflow.py formats the Snakefile and rules with it",
     "ruff": "tests/test_workflow.py lints with it",
+    "mkdocs": "builds docs/ as a site (tests/test_readme.py, CI)",
+    "mkdocs-material": "the site's theme (mkdocs.yml)",
 }
 IMPORT_NAMES = {"pyyaml": "yaml", "protobuf": "google", "snakemake-executor-plugin-slurm": None}
 

@@ -9,19 +9,23 @@ The forms that need a finished run (the one-job rerun, --report) are run for rea
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from conftest import N_TRAINED_AS_TYPED, ROOT, fresh_clone, job_counts, planned_jobs, snakemake, write_corpus
 
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]  # the front door and the reference pages
+README = "\n".join(page.read_text(encoding="utf-8") for page in PAGES)
 
 
 def readme_commands() -> list[str]:
-    """`snakemake ...` as the README types it: code spans, and code-block lines (comments cut)."""
+    """`snakemake ...` as README.md and docs/ type it: code spans, and code-block lines (comments cut)."""
     found = re.findall(r"`(snakemake[^`]*)`", README)
     for lang, block in re.findall(r"^```(\w*)\n(.*?)^```", README, re.S | re.M):
         if lang in ("bash", "sh", ""):
@@ -146,6 +150,7 @@ CHECKS = {
     "snakemake --cores 8 --profile slurm --config 'run=[base-en-de]'": one_experiment,
     "snakemake --profile profiles/workstation": workstation,
     "snakemake --cores 8 table1": table1,
+    "snakemake --profile profiles/demo table1": table1,
     "snakemake --cores 8 table2": table2,
     "snakemake --cores 8 table4": table4_refused,
     "snakemake --cores 8 data": data,
@@ -195,3 +200,24 @@ def test_forcerun_before_the_target_swallows_it(clone):
 def test_unlock_as_typed(clone):
     run = snakemake("--unlock", cwd=clone)
     assert run.returncode == 0, run.stderr[-2000:]
+
+
+def test_the_reference_pages_build_as_a_site_with_no_broken_link(tmp_path):
+    """`mkdocs build --strict`: a broken link or anchor between the pages, or a page left out of
+    mkdocs.yml's nav, fails (the docs extra; CI installs it)."""
+    pytest.importorskip("mkdocs", reason='the site is built with the docs extra: pip install -e ".[docs]"')
+    run = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT, capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"}, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert (tmp_path / "site" / "figures" / "index.html").exists()
+
+
+def test_the_readme_is_a_front_door():
+    """README.md stays short (what, install, the two commands, the cluster and your own data, where
+    the results are, a map of the pages) and links every reference page."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 200
+    pages = {p.name for p in (ROOT / "docs").glob("*.md")} - {"index.md"}
+    assert {p for p in pages if f"(docs/{p})" not in readme} == set()
