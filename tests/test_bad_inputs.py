@@ -420,7 +420,7 @@ CASES = [
     Case(
         "train: settings file missing",
         cmd("train", settings=lambda w, t: t / "none.json"),
-        "none.json: cannot read",
+        "none.json: not found; check the path",
         "last.pt",
     ),
     Case(
@@ -483,7 +483,7 @@ CASES = [
     Case(
         "translate: missing model",
         cmd("translate", model=lambda w, t: w / "nope.pt"),
-        "nope.pt: checkpoint not found",
+        "nope.pt: not found; check the path",
         "out.txt",
     ),
     Case(
@@ -522,13 +522,13 @@ CASES = [
     Case(
         "tables: a corrupt score file",
         cmd("tables", experiments=score_file('{"tokenized_bleu": ')),
-        "newstest2014.score.json: not a readable record",
+        "newstest2014.score.json: not a readable score record",
         "t.md",
     ),
     Case(
         "tables: a score file of another kind",
         cmd("tables", experiments=score_file("[1, 2]")),
-        "newstest2014.score.json: not a record of this pipeline",
+        "newstest2014.score.json: not a translation score record (the record: [1, 2] is not of type 'object')",
         "t.md",
     ),
     Case(
@@ -565,7 +565,7 @@ CASES = [
                 '{"event": "start", "st\n{"step": 1, "dev_ppl": 2.0, "dev_nll": 1, "dev_loss": 1}\n'
             ),
         ),
-        "m.jsonl, line 1: not a JSON record; remove that line",
+        "m.jsonl, line 1: not a metrics record; remove that line",
         "c.png",
     ),
     # -- evalb ---------------------------------------------------------------------------------------

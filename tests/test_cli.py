@@ -173,7 +173,7 @@ def test_learning_curves_legend_names_the_dev_line(tmp_path, monkeypatch):
     ]
     for step in (10, 20):
         records.append({"step": step, "loss": 3.0 / step, "lr": 1e-3, "tgt_tokens_per_s": 100.0, "wall": step * 1.0,
-                        "tgt_tokens_per_update": 10, "src_tokens_per_update": 10})  # fmt: skip
+                        "tgt_tokens_per_update": 10, "src_tokens_per_update": 10, "flops_per_update": 1.0})  # fmt: skip
         records.append({"step": step, "dev_nll": 1.0, "dev_ppl": 2.7, "dev_loss": 1.0})
     metrics.write_text("".join(json.dumps(r) + "\n" for r in records))
     saved = {}
@@ -186,7 +186,7 @@ def test_learning_curves_legend_names_the_dev_line(tmp_path, monkeypatch):
 def test_the_learning_rate_figure_shows_the_warmup_and_the_attention_maps_say_their_axes(tmp_path, monkeypatch):
     metrics = tmp_path / "metrics.jsonl"
     logged = [{"step": s, "loss": 1.0, "lr": 0.1, "tgt_tokens_per_s": 1.0, "wall": 1.0, "tgt_tokens_per_update": 1,
-               "src_tokens_per_update": 1} for s in (50, 100)]  # fmt: skip
+               "src_tokens_per_update": 1, "flops_per_update": 1.0} for s in (50, 100)]  # fmt: skip
     metrics.write_text("".join(json.dumps(r) + "\n" for r in logged))
     settings = {"model": {"d_model": 64}, "train": {"steps": 120, "warmup_steps": 40, "lr_scale": 2.0}}
     saved = []

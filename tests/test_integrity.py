@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import math
 import re
 import shutil
 import subprocess
@@ -302,12 +301,17 @@ def test_a_second_trainer_of_one_folder_is_refused(tmp_path):
 
 
 def test_select_never_takes_a_candidate_without_a_finite_score(tmp_path):
+    """A score file holding NaN (or a BLEU of "n/a") is no score: refused naming the file, never ranked."""
+
     def candidate(name, value):
         path = tmp_path / f"{name}.json"
-        path.write_text(json.dumps({"tokenized_bleu": {"score": value}}))
+        path.write_text(
+            json.dumps({"lines": 3, "tokenized_bleu": {"score": value}, "sacrebleu": {"score": 1.0, "signature": "s"}})
+        )
         return {"name": name, "score": str(path)}
 
-    best, scored = choose([candidate("a", float("nan")), candidate("b", 3.0), candidate("c", float("nan"))])
-    assert best["name"] == "b" and math.isnan(scored[0]["value"])
-    with pytest.raises(UserError, match="no candidate has a finite dev score"):
-        choose([candidate("a", float("nan"))])
+    assert choose([candidate("b", 3.0)])[0]["name"] == "b"
+    with pytest.raises(UserError, match="a.json: not a readable score record .NaN is not a number"):
+        choose([candidate("b", 3.0), candidate("a", float("nan"))])
+    with pytest.raises(UserError, match="a.json: not a translation score record .tokenized_bleu.score: 'n/a'"):
+        choose([candidate("a", "n/a")])

@@ -92,7 +92,15 @@ def test_a_torn_last_line_is_dropped_by_every_reader(tmp_path):
     path = records(
         tmp_path / "m.jsonl",
         START,
-        {"step": 2, "loss": 1.0, "tgt_tokens_per_update": 5, "flops_per_update": 1.0, "wall": 3600.0},
+        {
+            "step": 2,
+            "loss": 1.0,
+            "lr": 1e-3,
+            "tgt_tokens_per_s": 1.0,
+            "tgt_tokens_per_update": 5,
+            "flops_per_update": 1.0,
+            "wall": 3600.0,
+        },
         torn='{"step": 4, "lo',
     )
     assert [r["step"] for r in metrics.read(path).progress] == [2]
@@ -104,7 +112,7 @@ def test_a_torn_last_line_is_dropped_by_every_reader(tmp_path):
 def test_a_torn_line_in_the_middle_names_the_line(tmp_path):
     path = records(tmp_path / "m.jsonl", START)
     path.write_text(path.read_text() + '{"st\n' + json.dumps({"step": 1, "dev_ppl": 3.0}) + "\n")
-    with pytest.raises(ValueError, match="m.jsonl, line 2: not a JSON record"):
+    with pytest.raises(ValueError, match="m.jsonl, line 2: not a metrics record; remove that line"):
         metrics.read(path)
 
 
@@ -168,10 +176,26 @@ def test_a_stop_is_recorded_and_ends_that_jobs_hours(tmp_path):
     path = records(
         tmp_path / "m.jsonl",
         START,
-        {"step": 2, "loss": 1.0, "tgt_tokens_per_update": 5, "flops_per_update": 1.0, "wall": 1800.0},
+        {
+            "step": 2,
+            "loss": 1.0,
+            "lr": 1e-3,
+            "tgt_tokens_per_s": 1.0,
+            "tgt_tokens_per_update": 5,
+            "flops_per_update": 1.0,
+            "wall": 1800.0,
+        },
         {"event": "stop", "step": 3, "reason": "stop signal (SIGTERM)", "wall": 3600.0},
         {**START, "step": 3, "wall": 10000.0},  # the requeued job, hours later
-        {"step": 4, "loss": 1.0, "tgt_tokens_per_update": 5, "flops_per_update": 1.0, "wall": 13600.0},
+        {
+            "step": 4,
+            "loss": 1.0,
+            "lr": 1e-3,
+            "tgt_tokens_per_s": 1.0,
+            "tgt_tokens_per_update": 5,
+            "flops_per_update": 1.0,
+            "wall": 13600.0,
+        },
     )
     assert [r["step"] for r in metrics.read(path).stop] == [3]
     assert metrics.summary(path)["hours"] == pytest.approx(2.0) and metrics.summary(path)["dev_ppl"] is None

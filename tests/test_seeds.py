@@ -203,7 +203,15 @@ def run_files(results, name, dev_ppl, hyp, *, testset="dev", bleu=None):
             "wall": 0.0,
             "precision": "fp32",
         },
-        {"step": 200, "loss": 1.0, "lr": 1e-3, "tgt_tokens_per_update": 1000, "flops_per_update": 1e9, "wall": 60.0},
+        {
+            "step": 200,
+            "loss": 1.0,
+            "lr": 1e-3,
+            "tgt_tokens_per_s": 1.0,
+            "tgt_tokens_per_update": 1000,
+            "flops_per_update": 1e9,
+            "wall": 60.0,
+        },
         {"step": 200, "dev_ppl": dev_ppl, "dev_nll": 0.1},
     ]
     (folder / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))

@@ -14,7 +14,9 @@ from aiayn.evaluation.select import choose
 def candidate(tmp_path, name, score, *, parse=True, dev_ppl=2.0):
     folder = tmp_path / name
     folder.mkdir()
-    body = {"all": {"f1": score}} if parse else {"tokenized_bleu": {"score": score}}
+    scores = {"f1": score, "precision": score, "recall": score, "sentences": 10, "error_sentences": 0}
+    bleu = {"lines": 10, "tokenized_bleu": {"score": score}, "sacrebleu": {"score": score, "signature": "s"}}
+    body = {"all": scores} if parse else bleu
     (folder / "dev.score.json").write_text(json.dumps(body))
     (folder / "last.pt").write_bytes(name.encode())
     (folder / "metrics.jsonl").write_text(json.dumps({"step": 1, "dev_ppl": dev_ppl}) + "\n")
@@ -66,5 +68,5 @@ def test_select_command_copies_the_winner_and_records_every_candidate(tmp_path, 
 def test_a_broken_score_file_is_named(tmp_path):
     (c,) = [candidate(tmp_path, "a", 1.0)]
     (tmp_path / "a" / "dev.score.json").write_text("{")
-    with pytest.raises(UserError, match="a/dev.score.json: not a readable score file"):
+    with pytest.raises(UserError, match="a/dev.score.json: not a readable score record .*; remove it and rerun score"):
         choose([c])

@@ -62,6 +62,7 @@ def fabricate(
             "step": s,
             "loss": 2.0,
             "lr": 1e-3,
+            "tgt_tokens_per_s": 1000.0,
             "tgt_tokens_per_update": 25000,
             "flops_per_update": 6 * 1_000_000 * 25000,  # 6 x parameters x target tokens, as counted
             "wall": start + hours * 3600 * s / steps_done,
@@ -255,7 +256,17 @@ def test_table4_delta_only_for_the_papers_parser(tmp_path, paper_config):
             }
         )
         + "\n"
-        + json.dumps({"step": 1000, "loss": 1.0, "tgt_tokens_per_update": 9, "flops_per_update": 1.0, "wall": 1.0})
+        + json.dumps(
+            {
+                "step": 1000,
+                "loss": 1.0,
+                "lr": 1e-3,
+                "tgt_tokens_per_s": 1.0,
+                "tgt_tokens_per_update": 9,
+                "flops_per_update": 1.0,
+                "wall": 1.0,
+            }
+        )
         + "\n"
     )
     (row,) = build(4, tmp_path, [exp])

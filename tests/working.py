@@ -16,7 +16,8 @@ from aiayn.data.generate import EXAMPLE_FILES
 
 def prepare_world(w: Path) -> Path:
     """`build_world`'s world with what the commands read beside it: a score file, archives."""
-    (w / "score.json").write_text(json.dumps({"tokenized_bleu": {"score": 12.5}}))
+    score = {"lines": 3, "tokenized_bleu": {"score": 12.5}, "sacrebleu": {"score": 11.0, "signature": "nrefs:1"}}
+    (w / "score.json").write_text(json.dumps(score))
     make_tar(w / "dev.tgz", {"dev.xx.sgm": SGM.encode(), "dev.yy.sgm": SGM.encode()})
     make_tar(w / "corpus.tgz", {"x": b"one two\nthree\n", "y": b"eins zwei\ndrei\n"})
     generate.write_treebank_archive(w / "treebank.tgz", 2, {"02": 20})

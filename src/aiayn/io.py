@@ -27,12 +27,13 @@ import re
 import secrets
 import shutil
 import socket
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from aiayn.errors import WRITING
+from aiayn.errors import WRITING, UserError
 
 STALE_AFTER_S = 3600  # a leftover of another host untouched this long is a dead writer's
 LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<host>[A-Za-z0-9_-]+)-(?P<pid>\d+)\.[^.]+\.tmp$")
@@ -93,12 +94,12 @@ def remove_leftovers(
 
 def _every_match(path: Path, name: str | None) -> bool:
     """Any temporary entry (of `name`), named the way this module names them or not."""
-    return name is None or path.name.startswith(f".{name}.")
+    return name is None or path.name.startswith(f".{_short(name)}.")
 
 
 def _stale_match(path: Path, name: str | None) -> bool:
     m = LEFTOVER.match(path.name)
-    return bool(m) and name in (None, m["name"]) and _stale(m["host"], int(m["pid"]), path)
+    return bool(m) and (name is None or m["name"] == _short(name)) and _stale(m["host"], int(m["pid"]), path)
 
 
 def _size(path: Path) -> int:
@@ -128,6 +129,78 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
+KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+         (stat.S_ISBLK, "a block device"), (stat.S_ISCHR, "a character device"))  # fmt: skip
+
+
+def _kind(mode: int) -> str | None:
+    """What a file of `mode` is, if not a regular file."""
+    return next((name for test, name in KINDS if test(mode)), None)
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    """os.stat of `path` (a link followed), None when nothing is there; a link to nothing or a
+    link that loops is a UserError naming it."""
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        if path.is_symlink():
+            where = os.readlink(path)
+            raise UserError(f"{path}: a link to {where}, which does not exist; give a file's path") from None
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UserError(f"{path}: a link that loops back on itself; give a file's path") from None
+        raise
+
+
+def readable(path: str | os.PathLike, what: str = "a file") -> Path:
+    """Check an input before it is opened: it is there and is a regular file (a folder is not one,
+    and a FIFO or a device would be read forever or never). A UserError naming it otherwise; an
+    empty file is the reader's to judge."""
+    path = Path(path)
+    st = _stat(path)
+    if st is None:
+        raise UserError(f"{path}: not found; check the path")
+    kind = _kind(st.st_mode)
+    if kind == "a folder":
+        raise UserError(f"{path}: is a folder, where {what} is meant; give the file's path")
+    if kind:
+        raise UserError(f"{path}: is {kind}, where {what} is meant; give a file on disk")
+    return path
+
+
+def output_target(path: str | os.PathLike) -> tuple[Path, bool]:
+    """(where to write, whether to write through): an output path as it is, or the regular file a
+    link points to (the link is kept); a character device (/dev/null) is written through, never
+    renamed over. A folder is an IsADirectoryError naming it; a FIFO, socket or block device, a link
+    to nothing and a link that loops are UserErrors naming it."""
+    path = Path(path)
+    st = _stat(path)
+    if st is None:
+        return path, False
+    kind = _kind(st.st_mode)
+    if kind == "a folder":
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    if kind == "a character device":
+        return path, True
+    if kind:
+        raise UserError(f"{path}: is {kind}, not a file an output can be written to; give a file's path")
+    return (Path(os.path.realpath(path)) if path.is_symlink() else path), False
+
+
+def _short(name: str) -> str:
+    """A target's name as its temporary files carry it: cut (with a digest of the whole) when long,
+    so that `.<name>.<host>-<pid>.<random>.tmp` fits wherever the name itself fits."""
+    if len(name.encode()) <= 150:
+        return name
+    return name.encode()[:100].decode("utf-8", "ignore") + "~" + hashlib.sha256(name.encode()).hexdigest()[:12]
+
+
+def _temp_prefix(final: Path) -> str:
+    return f".{_short(final.name)}.{_owner()}."
+
+
 @contextlib.contextmanager
 def atomic_paths(*targets: str | os.PathLike) -> Iterator[list[Path]]:
     """Temporary paths for `targets`, renamed into place together once the block succeeds.
@@ -135,34 +208,41 @@ def atomic_paths(*targets: str | os.PathLike) -> Iterator[list[Path]]:
     Each is a fresh `.<name>.<host>-<pid>.<random>.tmp` beside its target (so the rename stays on one file
     system); the caller writes it (or replaces it). On an exception none of the targets changes.
     """
-    finals = [Path(t) for t in targets]
+    finals, through = [], []
     temps: list[Path] = []
     try:
-        for final in finals:
+        for given in map(Path, targets):
             try:
-                final.parent.mkdir(parents=True, exist_ok=True)
-                if final.is_dir():  # found now, not after the work that was to fill it
-                    raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(final))
+                given.parent.mkdir(parents=True, exist_ok=True)
+                final, direct = output_target(given)  # found now, not after the work that was to fill it
                 remove_leftovers(final.parent, final.name)
-                fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.{_owner()}.", suffix=".tmp")
+                fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=_temp_prefix(final), suffix=".tmp")
             except OSError as exc:  # name the output, not our temporary file
-                exc.filename, exc.filename2 = str(final), None
+                exc.filename, exc.filename2 = str(given), None
                 raise
             os.close(fd)
+            finals.append(final)
+            through.append(direct)
             temps.append(Path(tmp))
         yield temps
         mode = 0o666 & ~_umask()  # mkstemp makes 0600; a collaborator may need to read results
-        for tmp in temps:
-            os.chmod(tmp, mode)
-            _fsync(tmp)
-        for tmp, final in zip(temps, finals):
-            os.replace(tmp, final)
-        for folder in {final.parent for final in finals}:
+        for tmp, direct in zip(temps, through):
+            if not direct:
+                os.chmod(tmp, mode)
+                _fsync(tmp)
+        for tmp, final, direct in zip(temps, finals, through):
+            if direct:  # a character device: its bytes go to it, the device stays
+                with open(tmp, "rb") as src, open(final, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+                tmp.unlink()
+            else:
+                os.replace(tmp, final)
+        for folder in {final.parent for final, direct in zip(finals, through) if not direct}:
             _fsync(folder)
     except BaseException as exc:
         for tmp in temps:
             tmp.unlink(missing_ok=True)
-        _name_the_target(exc, finals[0])
+        _name_the_target(exc, Path(targets[0]))
         raise
 
 
@@ -182,7 +262,7 @@ def scratch_dir(target: str | os.PathLike) -> Iterator[Path]:
     remove_leftovers(target.parent, target.name)
     try:
         with tempfile.TemporaryDirectory(
-            dir=target.parent, prefix=f".{target.name}.{_owner()}.", suffix=".tmp", ignore_cleanup_errors=True
+            dir=target.parent, prefix=_temp_prefix(target), suffix=".tmp", ignore_cleanup_errors=True
         ) as tmp:
             yield Path(tmp)
     except BaseException as exc:
@@ -197,9 +277,12 @@ def writable(*targets: str | os.PathLike, folders: bool = False) -> None:
     for target in map(Path, targets):
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            if target.is_dir() and not folders:
-                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(target))
-            fd, probe = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{_owner()}.", suffix=".tmp")
+            if folders:
+                if target.exists() and not target.is_dir():
+                    raise UserError(f"{target}: is a file, where a folder is written; give a folder's path")
+            else:
+                target = output_target(target)[0]
+            fd, probe = tempfile.mkstemp(dir=target.parent, prefix=_temp_prefix(target), suffix=".tmp")
             os.close(fd)
             os.unlink(probe)
         except OSError as exc:
@@ -218,7 +301,7 @@ def write_failure(target: str | os.PathLike, original: BaseException, needed: in
             return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target))
     except OSError as exc:
         return OSError(exc.errno, exc.strerror, str(target))
-    probe = target.parent / f".{target.name}.{_owner()}.probe.tmp"
+    probe = target.parent / f"{_temp_prefix(target)}probe.tmp"
     try:
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
@@ -263,7 +346,9 @@ def atomic_dir(target: str | os.PathLike) -> Iterator[Path]:
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_leftovers(target.parent, target.name)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.{_owner()}.", suffix=".tmp"))
+    if target.exists() and not target.is_dir():
+        raise UserError(f"{target}: is a file, where a folder is written; give a folder's path")
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=_temp_prefix(target), suffix=".tmp"))
     try:
         yield tmp
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700
@@ -271,7 +356,7 @@ def atomic_dir(target: str | os.PathLike) -> Iterator[Path]:
             if path.is_file() and not path.is_symlink():
                 _fsync(path)
         if target.exists() or target.is_symlink():
-            old = target.parent / f".{target.name}.{_owner()}.{secrets.token_hex(4)}.tmp"
+            old = target.parent / f"{_temp_prefix(target)}{secrets.token_hex(4)}.tmp"
             os.rename(target, old)
             os.rename(tmp, target)
             if old.is_dir() and not old.is_symlink():

@@ -112,7 +112,7 @@ rule vocab:
     params:
         vocab=get_vocab_settings,
     shell:
-        "python -m aiayn vocab --vocab {params.vocab:q} --threads {threads} --train-src {input.src:q}"
+        "python -m aiayn vocab --vocab {params.vocab:q} --threads {threads:q} --train-src {input.src:q}"
         " --train-tgt {input.tgt:q} --out-src {output.src:q} --out-tgt {output.tgt:q} >> {log:q} 2>&1"
 
 
@@ -157,4 +157,4 @@ rule encode:
         runtime=240,
     shell:
         "python -m aiayn encode --src {input.src:q} --tgt {input.tgt:q} --spm-src {input.spm_src:q}"
-        " --spm-tgt {input.spm_tgt:q} --threads {threads} --out {output:q} >> {log:q} 2>&1"
+        " --spm-tgt {input.spm_tgt:q} --threads {threads:q} --out {output:q} >> {log:q} 2>&1"

@@ -24,7 +24,7 @@ rule table1:
     params:
         settings=json.dumps(config["table1"]),
     shell:
-        "python -m aiayn table1 --settings {params.settings:q} --threads {threads} --out-md {output.md:q}"
+        "python -m aiayn table1 --settings {params.settings:q} --threads {threads:q} --out-md {output.md:q}"
         " --out-csv {output.csv:q} --figure {output.figure:q} >> {log:q} 2>&1"
 
 

@@ -44,7 +44,7 @@ rule train:
     shell:
         "{params.launch} -m aiayn train --settings {input.settings:q} --train {input.train:q} --dev {input.dev:q}"
         " --spm-src {input.spm_src:q} --spm-tgt {input.spm_tgt:q} --checkpoints {params.checkpoints:q}"
-        " --stop-margin {resources.stop_margin_s} --out {output:q} --log-to {log:q} 2>> {log:q}"
+        " --stop-margin {resources.stop_margin_s:q} --out {output:q} --log-to {log:q} 2>> {log:q}"
 
 
 rule average:

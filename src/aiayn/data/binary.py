@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from aiayn.errors import UserError
-from aiayn.io import atomic_path, file_sha256
+from aiayn.io import atomic_path, file_sha256, readable
 
 MAGIC = b"AIAYNENC"
 VERSION = 1
@@ -161,7 +161,12 @@ def _header(path: Path) -> dict:
         raise _damaged(path, "its header lacks pairs or arrays")
     if sorted(header["arrays"]) != sorted(ARRAYS):
         raise _damaged(path, f"arrays {sorted(header['arrays'])}, expected {list(ARRAYS)}")
-    if "check" in header and header["check"] != _check(header):
+    if "check" not in header or not header.get("digest"):
+        raise EncodedError(
+            f"{path}: an encoded corpus of an older aiayn, without the checksums every read verifies; rerun the "
+            "encode step"
+        )
+    if header["check"] != _check(header):
         raise _damaged(path, "its header does not match its checksum: the file is damaged")
     return header
 
@@ -201,12 +206,10 @@ def _digest(path: Path, header: dict) -> str:
 def read(path: str | os.PathLike) -> Corpus:
     """The corpus of `path`, its layout checked and (when its header records one) its digest
     verified: a damaged or foreign file raises EncodedError naming it."""
-    path = Path(path)
-    if not path.is_file():
-        raise EncodedError(f"{path}: encoded corpus not found")
+    path = readable(path, "an encoded corpus")
     header = _header(path)
     _check_layout(path, header)
-    if header.get("digest") and _digest(path, header) != header["digest"]:
+    if _digest(path, header) != header["digest"]:
         raise _damaged(path, "its token arrays do not match their digest: the file is damaged")
     arrays = {}
     for name in ARRAYS:

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Callable, Iterator, TextIO
 
 from aiayn.errors import UserError
-from aiayn.io import atomic_paths, scratch_dir, write_json
+from aiayn.io import atomic_paths, readable, scratch_dir
+from aiayn.runtime import records
 from aiayn.runtime.lines import read_lines
 
 SEPARATORS = re.compile("[\u0085\u2028\u2029]")
@@ -42,6 +43,7 @@ def extract_members(
 
     Every member is checked by tarfile's `data` filter, whether wanted or not."""
     dest = Path(dest)
+    readable(archive, "an archive")
     wanted = names if callable(names) else names.__contains__
     found: dict[str, Path] = {}
     try:
@@ -195,9 +197,10 @@ def prepare_train(
                 path.unlink()
             report["corpora"].append(stats)
             report["kept"] += stats["kept"]
-    if report["kept"] == 0:
-        raise UserError(f"no training pair of {', '.join(m['archive'] for m in corpora)} survived cleaning")
-    write_json(report_path, report)
+        if report["kept"] == 0:  # before the files are renamed into place: nothing is left under their names
+            named = ", ".join(m.get("archive") or m["src"] for m in corpora)
+            raise UserError(f"no training pair of {named} survived cleaning; check the corpora and `cleaning:`")
+    records.write(report_path, "train report", report)
     removed = ", ".join(f"{k} {v:,}" for k, v in report["removed"].items())
     log(f"{report['kept']:,} pairs kept; removed: {removed}; line separators replaced: {report['separators_replaced']}")
     return report

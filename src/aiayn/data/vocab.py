@@ -18,16 +18,14 @@ import sentencepiece as spm
 
 from aiayn.data.binary import BOS, EOS, PAD, UNK
 from aiayn.errors import UserError
-from aiayn.io import atomic_copy, atomic_paths, atomic_write_text, file_sha256, scratch_dir, write_failure
+from aiayn.io import atomic_copy, atomic_paths, atomic_write_text, file_sha256, readable, scratch_dir, write_failure
 from aiayn.runtime.lines import read_lines
 
 SIDES = {"src": "source", "tgt": "target"}
 
 
 def load(path: str | os.PathLike) -> spm.SentencePieceProcessor:
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: sentencepiece model not found")
+    path = readable(path, "a sentencepiece model")
     sp = spm.SentencePieceProcessor()
     try:
         sp.Load(str(path))
@@ -91,13 +89,14 @@ def identity(path: str | os.PathLike) -> str:
     """What identifies a sentencepiece model: its pieces and settings (the SHA-256 of `canonical`),
     so that a vocabulary trained again to the same pieces is the same one. Encoded corpora record
     it of the models they were encoded with, checkpoints of those they were trained with."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: sentencepiece model not found")
+    path = readable(path, "a sentencepiece model")
+    data = path.read_bytes()
     try:
-        return IDENTITY + hashlib.sha256(canonical(path.read_bytes())).hexdigest()
-    except ValueError:
+        digest = hashlib.sha256(canonical(data)).hexdigest()
+        spm.SentencePieceProcessor(model_proto=data)  # protobuf alone takes much damage for a model
+    except (ValueError, RuntimeError):
         raise UserError(f"{path}: not a sentencepiece model (damaged); rerun the vocabulary step") from None
+    return IDENTITY + digest
 
 
 def matches(recorded: str | None, path: str | os.PathLike) -> bool:
@@ -128,6 +127,20 @@ def differing_file(recorded: dict | None, paths: dict) -> str | None:
         if paths.get(side) and not matches((recorded or {}).get(side), paths[side]):
             return name
     return None
+
+
+def check_model(state: dict, model_path, spm: dict) -> None:
+    """Where a model meets a vocabulary (translate, export, figures): the sentencepiece models `spm`
+    ({"src", "tgt"}: paths) must be those the checkpoint `state` (of `model_path`) was trained with."""
+    for path in spm.values():
+        identity(path)  # a missing or damaged model is named as such
+    side = differing_file(state.get("vocab"), spm)
+    if side:
+        path = spm["src" if side == "source" else "tgt"]
+        raise UserError(
+            f"{path} is not the {side} vocabulary {model_path} was trained with (another dataset's, or a damaged "
+            "copy); give the spm models of the model's dataset, or rerun its vocab step"
+        )
 
 
 def train(

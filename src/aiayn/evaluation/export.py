@@ -36,7 +36,7 @@ from aiayn.io import atomic_dir, file_sha256, writable
 from aiayn.model.hparams import ModelConfig
 from aiayn.model.transformer import sinusoidal_positions
 from aiayn.runtime import checkpoint as ckpt
-from aiayn.runtime import metrics
+from aiayn.runtime import metrics, records
 
 
 def residual_permutation(d_model: int) -> torch.Tensor:
@@ -168,6 +168,7 @@ def export(
     from transformers import GenerationConfig, MarianConfig, MarianMTModel
 
     payload = ckpt.load(model)
+    vocab.check_model(payload, model, {"src": spm_src, "tgt": spm_tgt})
     config, state = marian_state(payload, max_positions)
     with atomic_dir(out) as tmp:
         marian = MarianMTModel(MarianConfig(**config))
@@ -269,7 +270,9 @@ def model_card(info: dict, decode: dict) -> str:
     """README.md of the export: what was trained on what, how well, at what cost, beside the paper
     (`info`: what `Study.model_card` gives: name, dataset, pair, testset, paper_bleu, score and
     metrics files)."""
-    score = json.loads(Path(info["score"]).read_text()) if info.get("score") and Path(info["score"]).exists() else {}
+    score = (
+        records.read(info["score"], "translation score") if info.get("score") and Path(info["score"]).exists() else {}
+    )
     m = metrics.summary(info["metrics"]) if info.get("metrics") else {}
     bleu = score.get("tokenized_bleu", {}).get("score")
     sacre = score.get("sacrebleu", {})

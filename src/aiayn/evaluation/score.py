@@ -21,8 +21,8 @@ from sacrebleu.significance import PairedTest
 
 from aiayn.errors import UserError
 from aiayn.evaluation import moses
-from aiayn.io import write_json
 from aiayn.parsing.evalb import gold_error_lines, score_parses
+from aiayn.runtime import records
 from aiayn.runtime.lines import read_lines
 
 COMPOUND = re.compile(rb"(\S)-(\S)")
@@ -173,7 +173,7 @@ def score_file(
     if not translation:
         scores = score_parses(hyp, ref)
         scores.update(hyp=str(hyp_path), ref=str(ref_path), lines=len(hyp))
-        write_json(out, scores)
+        records.write(out, "parsing score", scores)
         for message in gold_error_lines(scores, ref_path):
             log(message)
         s = scores["all"]
@@ -195,7 +195,7 @@ def score_file(
             f"{ref_path}: no word on any of its {len(ref)} lines, nothing to score against (multi-bleu.perl prints "
             f"'{NO_REFERENCE_WORD}' and exits 1 here); give the test set's reference"
         )
-    write_json(out, scores)
+    records.write(out, "translation score", scores)
     for path, lines in ((hyp_path, hyp), (ref_path, ref)):
         if lines[0].startswith("\ufeff"):
             log(

@@ -6,13 +6,12 @@ it was and what every candidate scored. Pure Python: no torch (files are copied,
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
+import shutil
 
 from aiayn.errors import UserError
-from aiayn.io import atomic_copy, write_json
-from aiayn.runtime import metrics
+from aiayn.io import atomic_paths, readable
+from aiayn.runtime import metrics, records
 
 
 def dev_score(score: dict) -> tuple[str, float]:
@@ -28,34 +27,25 @@ def choose(candidates: list[dict]) -> tuple[dict, list[dict]]:
     every candidate with its score."""
     scored = []
     for c in candidates:
-        path = Path(c["score"])
-        try:
-            metric, value = dev_score(json.loads(path.read_text()))
-        except (OSError, ValueError, KeyError) as exc:
-            raise UserError(f"{path}: not a readable score file ({exc}); rerun its score step") from None
+        metric, value = dev_score(records.read_score(c["score"])[1])
         dev_ppl = metrics.summary(c["metrics"])["dev_ppl"] if c.get("metrics") else None
         scored.append({**c, "metric": metric, "value": value, "dev_ppl": dev_ppl})
     if not scored:
         raise UserError("no candidates to select from")
-    finite = [c for c in scored if math.isfinite(c["value"])]  # a NaN score is no score: never the best
-    if not finite:
-        raise UserError(
-            f"no candidate has a finite dev score ({', '.join(c['score'] for c in scored)}); check their training"
-        )
 
     def rank(c: dict) -> tuple[float, float]:
         ppl = c["dev_ppl"]
         return c["value"], -ppl if ppl is not None and math.isfinite(ppl) else float("-inf")
 
-    best = max(finite, key=rank)  # max keeps the first of equals
+    best = max(scored, key=rank)  # max keeps the first of equals (scores are finite: records.read_score)
     return best, scored
 
 
 def select(candidates: list[dict], *, out_model: str, out_metrics: str, record: str, log=print) -> dict:
-    """Copy the best candidate's model and metrics into place; write the record; return it."""
+    """Copy the best candidate's model and metrics into place and write the record, all three or
+    none (a missing metrics file leaves no copied model behind); return the record."""
     best, scored = choose(candidates)
-    atomic_copy(best["model"], out_model)
-    atomic_copy(best["metrics"], out_metrics)
+    sources = [readable(best["model"], "the candidate's model"), readable(best["metrics"], "the candidate's metrics")]
     result = {
         "selected": best["name"],
         "setting": best.get("setting", {}),
@@ -63,7 +53,10 @@ def select(candidates: list[dict], *, out_model: str, out_metrics: str, record: 
         "value": best["value"],
         "candidates": [{k: c.get(k) for k in ("name", "setting", "metric", "value", "dev_ppl")} for c in scored],
     }
-    write_json(record, result)
+    with atomic_paths(out_model, out_metrics) as temps:
+        for source, tmp in zip(sources, temps):
+            shutil.copyfile(source, tmp)
+        records.write(record, "selected", result)
     for c in result["candidates"]:
         log(f"{'*' if c['name'] == result['selected'] else ' '} {c['name']}: dev {c['metric']} {c['value']:.2f}")
     log(f"selected {result['selected']} -> {out_model}")

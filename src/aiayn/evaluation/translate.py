@@ -13,7 +13,6 @@ import torch.nn.functional as F
 
 from aiayn.data import vocab
 from aiayn.data.binary import BOS, EOS, PAD
-from aiayn.errors import UserError
 from aiayn.io import atomic_paths, writable
 from aiayn.model.beam import Hypothesis, beam_search
 from aiayn.model.beam_state import BeamState
@@ -125,19 +124,6 @@ def fit_positions(src: list[list[int]], model: Transformer, label: str, log=prin
     return out
 
 
-def check_vocabularies(state: dict, model_path, spm: dict) -> None:
-    """The sentencepiece models `spm` ({"src", "tgt"}: paths) must be those the model was trained
-    with (its checkpoint says which)."""
-    for path in spm.values():
-        vocab.identity(path)  # a missing or damaged model is named as such
-    side = vocab.differing_file(state.get("vocab"), spm)
-    if side:
-        path = spm["src" if side == "source" else "tgt"]
-        raise UserError(
-            f"{path} is not the {side} vocabulary {model_path} was trained with; give that dataset's spm models"
-        )
-
-
 def progress_lines(total: int, log=print) -> Callable[[int, float], None]:
     """A `translate` progress callback that logs a line each time the sentences done pass another
     tenth of `total` (decoding advances them a whole batch at a time), and at the end."""
@@ -173,7 +159,7 @@ def translate_file(
     writable(*targets)  # before the decoding, not after it
     dev = choose_device(device)
     state = ckpt.load(model_path)
-    check_vocabularies(state, model_path, {"src": spm_src, "tgt": spm_tgt})
+    vocab.check_model(state, model_path, {"src": spm_src, "tgt": spm_tgt})
     model = ckpt.rebuild(state, device=dev)
     sp_src, sp_tgt = vocab.load(spm_src), vocab.load(spm_tgt)
     src = fit_positions(vocab.to_ids(sp_src, list(read_lines(input_path))), model, str(input_path), log)

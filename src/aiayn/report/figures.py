@@ -123,10 +123,11 @@ def write_figures(
     metrics files), learning-rate schedule (from its metrics) and the encoder self-attention of its
     model on the first dev sentence of 5-25 pieces (last layer, first heads)."""
     for path in (metrics_path, *seeds):
-        if not Path(path).is_file():
+        if not Path(path).exists() and not Path(path).is_symlink():
             raise UserError(f"{path}: no metrics file; the run's training writes it")
     learning_curves(metrics_path, curves, f"{name}: training", seeds=tuple(seeds))
     state = ckpt.load(model_path)
+    vocab.check_model(state, model_path, {"src": spm_src})
     learning_rate(metrics_path, lr_plot, f"{name}: learning rate (§5.3)", settings=state.get("settings"))
     model = ckpt.rebuild(state).eval()
     sp = vocab.load(spm_src)

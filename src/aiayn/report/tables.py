@@ -11,7 +11,6 @@ format; what they score is scored elsewhere (baselines: `aiayn.evaluation.baseli
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from aiayn.errors import UserError
@@ -21,7 +20,7 @@ from aiayn.evaluation.score import paired_bootstrap_p
 from aiayn.io import atomic_paths
 from aiayn.report import paper
 from aiayn.report.format import footer, to_csv, to_markdown
-from aiayn.runtime import metrics
+from aiayn.runtime import metrics, records
 from aiayn.runtime.hardware import PEAKS, gpu_model, peak_flops
 from aiayn.runtime.lines import read_lines
 from aiayn.study import config as cfg
@@ -66,28 +65,12 @@ def paper_cost(hours: float, gpus: int, gpu: str) -> float | None:
     return hours * 3600 * gpus * capacity if capacity else None
 
 
-def read_record(path: Path, *keys: str) -> dict:
-    """A JSON record another step wrote; a corrupt or foreign one names the file and the fix."""
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise UserError(
-            f"{path}: not a readable record ({exc}); remove it and rerun the step that writes it (snakemake {path})"
-        ) from None
-    if not isinstance(record, dict):
-        raise UserError(f"{path}: not a record of this pipeline (a JSON object); remove it and rerun its step")
-    missing = [k for k in keys if k not in record]
-    if missing:
-        raise UserError(f"{path}: lacks {', '.join(missing)}; remove it and rerun the step that writes it")
-    return record
-
-
 def averaged_steps(layout: Layout, experiment: str) -> str | None:
     """The steps average.pt averaged (from average.json), e.g. "5: 96000..100000 every 1000"."""
     path = Path(layout.average_record(experiment))
     if not path.exists():
         return None
-    steps = read_record(path, "steps")["steps"]
+    steps = records.read(path, "average")["steps"]
     gaps = {b - a for a, b in zip(steps, steps[1:])}
     if len(steps) > 2 and len(gaps) == 1:
         return f"{len(steps)}: {steps[0]}..{steps[-1]} every {gaps.pop()}"
@@ -100,7 +83,7 @@ def selected_candidate(layout: Layout, experiment: str) -> str | None:
     path = Path(layout.selected(experiment))
     if not path.exists():
         return None
-    record = read_record(path, "setting", "metric", "value", "candidates")
+    record = records.read(path, "selected")
     setting = ", ".join(f"{k} {v:g}" for k, v in record["setting"].items())
     return f"{setting} (dev {record['metric']} {record['value']:.2f}, best of {len(record['candidates'])})"
 
@@ -109,7 +92,7 @@ def train_pairs(layout: Layout, exp: dict) -> int | None:
     """Training pairs (sentences for parsing) the run's dataset kept, or None before it is prepared."""
     report = Path(layout.train_report(exp["dataset"]))
     if report.exists():
-        return int(read_record(report, "kept")["kept"])
+        return records.read(report, "train report")["kept"]
     text = Path(layout.text(exp["dataset"], "train", "src"))
     if exp.get("task") == "parsing" and text.exists():
         with open(text, "rb") as f:
@@ -136,10 +119,15 @@ def what_was_run(table: int, exp: dict, m: dict, score: dict | None, layout: Lay
     }
 
 
-def read_score(layout: Layout, experiment: str, testset: str) -> dict | None:
-    """The score file of `experiment` on `testset`, or None before it exists."""
+def read_score(layout: Layout, experiment: str, testset: str, task: str = "translation") -> dict | None:
+    """The score file of `experiment` on `testset`, checked as a score of `task`, or None before it exists."""
     path = Path(layout.score(experiment, testset))
-    return read_record(path) if path.exists() else None
+    if not path.exists() and not path.is_symlink():
+        return None
+    kind, record = records.read_score(path)
+    if kind != f"{task} score":
+        raise UserError(f"{path}: a {kind}, where the {task} score of {experiment} is meant; rerun its score step")
+    return record
 
 
 def read_metrics(layout: Layout, experiment: str) -> dict:
@@ -273,7 +261,7 @@ def table4(layout: Layout, experiments: list[dict]) -> list[dict]:
 
 def row4(layout: Layout, exp: dict) -> dict:
     m = read_metrics(layout, exp["name"])
-    s = read_score(layout, exp["name"], exp["testset"])
+    s = read_score(layout, exp["name"], exp["testset"], "parsing")
     run = what_was_run(4, exp, m, s, layout, "f1")
     f1 = s["all"]["f1"] if s else None
     return {
@@ -340,7 +328,7 @@ def cleaning_note(layout: Layout, experiments: list[dict]) -> str:
         path = Path(layout.train_report(dataset))
         if not path.exists():
             continue
-        record = read_record(path, "kept")
+        record = records.read(path, "train report")
         kept = int(record["kept"])
         removed = {k: int(v) for k, v in record.get("removed", {}).items() if v}
         total = sum(int(c.get("pairs", 0)) for c in record.get("corpora", [])) or kept + sum(removed.values())
@@ -447,7 +435,8 @@ def with_extra_rows(rows: list[dict], extra: list[dict]) -> list[dict]:
 
 def scored_runs(layout: Layout, exp: dict) -> list[dict]:
     """The score records of a row's runs that are scored, in seed order."""
-    return [sc for _, spec in runs(exp) if (sc := read_score(layout, spec["name"], spec["testset"]))]
+    task = exp.get("task", "translation")
+    return [sc for _, spec in runs(exp) if (sc := read_score(layout, spec["name"], spec["testset"], task))]
 
 
 def add_p_values(rows: list[dict], layout: Layout, experiments: list[dict], samples: int) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from aiayn.errors import UserError
-from aiayn.io import atomic_path, write_failure
+from aiayn.io import atomic_path, readable, write_failure
 from aiayn.model.hparams import ModelConfig
 from aiayn.model.transformer import Transformer, build
 from aiayn.study.layout import Layout
@@ -98,9 +98,7 @@ def load(path: str | os.PathLike, map_location="cpu") -> dict:
     """Read a checkpoint, every record checked against its checksum first. A missing, truncated,
     damaged or foreign file raises CheckpointError naming it; a file the file system cannot read
     (an I/O error) raises CheckpointReadError."""
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"{path}: checkpoint not found")
+    path = readable(path, "a checkpoint")
     try:
         verify(path)
         payload = torch.load(path, map_location=map_location, weights_only=True)
@@ -123,6 +121,7 @@ def load(path: str | os.PathLike, map_location="cpu") -> dict:
 def read_identity(path: str | os.PathLike) -> dict | None:
     """The run identity a checkpoint records (None if it records none), its tensors left on disk
     (memory-mapped, not read): what averaging compares before it loads the checkpoints it averages."""
+    readable(path, "a checkpoint")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception:
@@ -170,7 +169,7 @@ def exclusive(folder: str | os.PathLike):
     process that holds it, instead of two runs writing each other's checkpoints. (flock on a file
     beside the folder, which stays when the folder is set aside; released when the process ends,
     however it ends.)"""
-    folder = Path(folder)
+    folder = Path(os.path.realpath(folder))  # one lock per folder, whatever link names it
     lock = Path(Layout.lock_of(folder))
     lock.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)

@@ -11,10 +11,11 @@ import zlib
 from typing import Iterator
 
 from aiayn.errors import UserError
+from aiayn.io import readable
 
 
-def open_text(path: str | os.PathLike) -> io.BufferedReader:
-    path = str(path)
+def open_text(path: str | os.PathLike, what: str = "a text file") -> io.BufferedReader:
+    path = str(readable(path, what))
     return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
 
 

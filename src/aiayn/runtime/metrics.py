@@ -17,13 +17,15 @@ tables' environment has no torch.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiayn.errors import UserError
-from aiayn.io import atomic_write_text
+from aiayn.io import atomic_write_text, readable
+from aiayn.runtime import records
 
 
 class MetricsError(UserError, ValueError):
@@ -32,6 +34,8 @@ class MetricsError(UserError, ValueError):
 
 def kind(record: dict) -> str:
     """ "start", "stop", "progress" or "dev"."""
+    if not isinstance(record, dict):
+        raise ValueError(f"not a metrics record: {record!r}")
     if record.get("event") in ("start", "stop"):
         return record["event"]
     if "loss" in record:
@@ -55,7 +59,9 @@ def append(path: str | os.PathLike, record: dict) -> None:
                 f.seek(max(0, size - 1))
                 if f.read(1) != b"\n":
                     _cut_torn_line(path, fd, size)
-        os.write(fd, line)
+        written = os.write(fd, line)
+        if written != len(line):  # a short write: the disk filled up under it
+            raise OSError(errno.ENOSPC, f"wrote {written} of {len(line)} bytes", str(path))
     except OSError as exc:  # a full disk: name the file (a write to a descriptor names none)
         exc.filename = exc.filename or str(path)
         raise
@@ -70,15 +76,28 @@ def _cut_torn_line(path, fd: int, size: int) -> None:
 
 
 def _records(path: Path) -> list[dict]:
-    lines = path.read_text(encoding="utf-8").splitlines()
+    """The records of a metrics file, each checked against the schema of its kind (aiayn.runtime.records);
+    none when there is no file yet (a run not started)."""
+    if not path.exists() and not path.is_symlink():
+        return []
+    readable(path, "a metrics file")
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise MetricsError(
+            f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); remove the damaged lines"
+        ) from None
     out = []
     for i, line in enumerate(lines):
         try:
-            out.append(json.loads(line))
+            rec = records.parse(line, finite=False)  # a diverged run's loss is NaN, and says so
+            kind(rec)
         except ValueError:
             if i == len(lines) - 1:  # a torn last line: a crash while it was written
                 break
-            raise MetricsError(f"{path}, line {i + 1}: not a JSON record; remove that line") from None
+            raise MetricsError(f"{path}, line {i + 1}: not a metrics record; remove that line") from None
+        records.check(rec, f"metrics {kind(rec)}", f"{path}, line {i + 1}")
+        out.append(rec)
     return out
 
 

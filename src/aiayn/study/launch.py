@@ -17,6 +17,9 @@ derives its gradient accumulation from the world size (`aiayn.training.batching.
 
 from __future__ import annotations
 
+import re
+
+SRUN = re.compile(r"(/[A-Za-z0-9._+-]+)*/?srun")  # the `mpi` resource: srun, or an absolute path to one
 RDZV_PORT = 29500
 RDZV_PORTS = 2000  # the rendezvous port is RDZV_PORT + job id mod RDZV_PORTS
 
@@ -41,6 +44,10 @@ def launcher(gpus: int, nodes: int = 1, tasks: int = 1, mpi: str | None = None) 
         if gpus <= 1:
             return "python"
         return f"torchrun --standalone --nnodes 1 --nproc-per-node {gpus}"
+    if mpi and not SRUN.fullmatch(str(mpi)):
+        raise LaunchError(
+            f"resource train:mpi must be srun (or the path of an srun), got {mpi!r}: it starts the job's tasks"
+        )
     if not mpi:
         raise LaunchError(
             f"train:tasks={tasks} starts the tasks with srun inside the job: also set train:mpi=srun "

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 from aiayn.errors import UserError
-from aiayn.io import write_json
+from aiayn.io import readable, write_json
 from aiayn.study import config
 
 # key -> the type its value has
@@ -45,10 +44,10 @@ def write(settings: dict, out: str | os.PathLike, *, where: str = "--settings") 
 
 def read(path: str | os.PathLike) -> dict:
     """The settings of experiment.json; a file that is not one names what it lacks."""
-    path = Path(path)
+    path = readable(path, "experiment settings (experiment.json)")
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read the experiment settings ({exc})") from None
     try:
         settings = json.loads(text)

@@ -16,8 +16,9 @@ import torch
 
 from aiayn.data import vocab
 from aiayn.errors import UserError
-from aiayn.io import writable, write_json
+from aiayn.io import writable
 from aiayn.runtime import checkpoint as ckpt
+from aiayn.runtime import records
 from aiayn.study.layout import Layout
 from aiayn.training import resume
 
@@ -99,8 +100,10 @@ def average_run(folder, k: int, interval: int, final: int, out, record=None, log
     result = average(paths)
     ckpt.save(result, out)
     if record:
-        write_json(
-            record, {"steps": result["averaged_steps"], "interval": interval, "checkpoints": [str(p) for p in paths]}
+        records.write(
+            record,
+            "average",
+            {"steps": result["averaged_steps"], "interval": interval, "checkpoints": [str(p) for p in paths]},
         )
     log(f"averaged steps {result['averaged_steps']} -> {out}")
     return result
