@@ -213,3 +213,21 @@ def squeeze(markdown: str) -> str:
             line = "| " + " | ".join(c.strip() for c in cells) + " |"
         out.append(line)
     return "\n".join(out) + "\n"
+
+
+# the training process itself on one node, not its torchrun agent (python .../torchrun ... -m aiayn train)
+# or srun: torchrun starts each worker as `python -u -m aiayn train ...`. Picked by its argv, element by
+# element, with a python as its program: never by a pattern that this step's own command line (bash -c
+# "<this script>") also matches, whatever the order of process ids (pgrep -f found the step first once
+# ids had wrapped, and it killed itself).
+KILL_WORKER = """
+me=$(readlink /proc/self/ns/net)
+for d in /proc/[0-9]*; do
+  p=${d#/proc/}
+  [ "$p" = "$$" ] && continue
+  mapfile -d '' argv < "$d/cmdline" 2>/dev/null || continue
+  case "${argv[0]##*/}" in python*) ;; *) continue ;; esac
+  [ "${argv[1]-}" = -u ] && [ "${argv[2]-}" = -m ] && [ "${argv[3]-}" = aiayn ] && [ "${argv[4]-}" = train ] || continue
+  [ "$(readlink "$d/ns/net")" = "$me" ] && kill -KILL "$p" && echo "killed $p on $(hostname)"
+done; true
+"""

@@ -252,7 +252,12 @@ CASES = [
     ),
     Case("generate: no sizes", cmd("generate", spec='{"kind": "translation"}'), "--spec: sizes", "g.tgz"),
     # -- example-corpus ------------------------------------------------------------------------------
-    Case("example-corpus: no pairs", cmd("example-corpus", train="0"), "--train 0: give at least 1 pair", "my-pair"),
+    Case(
+        "example-corpus: no pairs",
+        cmd("example-corpus", train="0"),
+        "argument --train: must be a whole number >= 1, not 0",
+        "my-pair",
+    ),
     Case(
         "example-corpus: not a number",
         cmd("example-corpus", dev="many"),
@@ -442,8 +447,15 @@ CASES = [
         "last.pt",
     ),
     # -- average -------------------------------------------------------------------------------------
-    Case("average: --last 0", cmd("average", last="0"), "checkpoints to average must be at least 1", "avg.pt"),
-    Case("average: --last -1", cmd("average", last="-1"), "checkpoints to average must be at least 1", "avg.pt"),
+    Case(
+        "average: --last 0", cmd("average", last="0"), "argument --last: must be a whole number >= 1, not 0", "avg.pt"
+    ),
+    Case(
+        "average: --last -1",
+        cmd("average", last="-1"),
+        "argument --last: must be a whole number >= 1, not -1",
+        "avg.pt",
+    ),
     Case(
         "average: empty folder",
         cmd("average", checkpoints=lambda w, t: t),

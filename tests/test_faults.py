@@ -183,7 +183,11 @@ def test_the_boundary_names_each_error_of_the_file_system():
         assert code == EXIT_USER and line.startswith("/some/file: ") and ADVICE[number] in line
     line, _ = explain(OSError(errno.ENOSPC, "No space left on device"), ["in.txt"])
     assert "no space left" in line
-    assert explain(MemoryError(), ["big.txt"])[0].startswith("out of memory on big.txt")
+    assert explain(MemoryError(), ["big.txt"])[0].startswith("out of memory reading big.txt")
+    cpu = RuntimeError(
+        "[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 GB"
+    )
+    assert explain(cpu, ["m.pt", "in.txt"])[0].startswith("out of memory reading m.pt, in.txt")
     assert "nested too deeply" in explain(RecursionError(), ["deep.trees"])[0]
     assert explain(KeyboardInterrupt(), [])[1] == EXIT_INTERRUPTED
     assert explain(ZeroDivisionError(), []) is None  # a bug of ours keeps its traceback

@@ -26,7 +26,7 @@ LAYERS = [
     {"training"},
     {"evaluation"},
     {"report"},
-    {"commands", "cli", "__main__"},
+    {"commands", "cli", "__main__", "inventory"},
 ]
 STAGES = ["study", "data", "parsing", "model", "training", "evaluation", "report", "commands"]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, tiny_demo_config
+from conftest import KILL_WORKER, ROOT, tiny_demo_config
 
 
 def processes_in(folder: Path) -> list[str]:
@@ -94,3 +94,22 @@ def test_a_timed_out_end_to_end_run_leaves_no_process(tmp_path):
         time.sleep(0.1)
         left = processes_in(tmp_path)
     assert left == [], f"processes of the timed-out run still running: {left}"
+
+
+def test_the_slurm_tests_kill_step_never_picks_itself(tmp_path):
+    """The kill step of tests/test_slurm.py, run here against a stand-in worker (a python whose argv
+    is the worker's: `python -u -m aiayn train`) and a decoy whose command line holds that text: the
+    worker is killed, the decoy and the step itself are not, whatever their process ids."""
+    (tmp_path / "sitecustomize.py").write_text("import time\ntime.sleep(60)\n")  # waits before `-m aiayn` runs
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    worker = subprocess.Popen([sys.executable, "-u", "-m", "aiayn", "train"], cwd=tmp_path, env=env)
+    decoy = subprocess.Popen(["bash", "-c", "sleep 60 # python -u -m aiayn train"])
+    try:
+        time.sleep(1)
+        run = subprocess.run(["bash", "-c", KILL_WORKER], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0 and f"killed {worker.pid} " in run.stdout, run.stdout + run.stderr
+        assert worker.wait(timeout=10) == -9 and decoy.poll() is None
+    finally:
+        for proc in (worker, decoy):
+            proc.kill()
+            proc.wait()

@@ -30,7 +30,7 @@ import time
 import pytest
 import toy
 import yaml
-from conftest import ROOT, tiny_demo_config
+from conftest import KILL_WORKER, ROOT, tiny_demo_config
 
 from aiayn.runtime import checkpoint, metrics
 from aiayn.training.train import EXIT_PEER_LOST
@@ -79,14 +79,6 @@ def records(path, kind: str) -> list[dict]:
         if metrics.kind(rec) == kind:
             found.append(rec)
     return found
-
-
-# the training process itself on one node, not its torchrun agent (python .../torchrun ... -m aiayn train)
-# or srun: torchrun starts each worker as `python -u -m aiayn train ...`
-KILL_WORKER = (
-    'me=$(readlink /proc/self/ns/net); for p in $(pgrep -f "python -u -m aiayn train"); do '
-    '[ "$(readlink /proc/$p/ns/net)" = "$me" ] && kill -KILL "$p" && echo "killed $p on $(hostname)"; done; true'
-)
 
 
 def kill_worker_on(job: str, node: str) -> str:

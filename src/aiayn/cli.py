@@ -16,12 +16,14 @@ import argparse
 import contextlib
 import importlib
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Iterator, MutableMapping, TextIO
 
 from aiayn import described
-from aiayn.errors import EXIT_USER, explain
+from aiayn.errors import EXIT_USER, Stopped, explain
 
 # command -> module defining `add_arguments(parser)` and `run(args)`; imported only when called,
 # so a step's environment needs only the packages of its own command.
@@ -79,8 +81,12 @@ class _Tee:
         self.terminal, self.log, self.prefix, self.pending = terminal, log, prefix, ""
 
     def write(self, text: str) -> int:
-        self.log.write(text)
-        self.log.flush()
+        try:
+            self.log.write(text)
+            self.log.flush()
+        except OSError as exc:  # a full disk under the log: name the log
+            exc.filename = exc.filename or self.log.name
+            raise
         *lines, self.pending = (self.pending + text).split("\n")
         if self.terminal is not None and lines:
             try:
@@ -120,12 +126,14 @@ def log_to(path: str) -> Iterator[TextIO]:
     try:
         yield terminal
     finally:
-        if isinstance(sys.stdout, _Tee) and sys.stdout.pending:  # a last line without its newline
-            sys.stdout.write("\n")
+        with contextlib.suppress(OSError):  # a full disk under the log was said already, on the terminal
+            if isinstance(sys.stdout, _Tee) and sys.stdout.pending:  # a last line without its newline
+                sys.stdout.write("\n")
         sys.stdout, sys.stderr = terminal, saved_stderr
         os.dup2(saved_fd, 2)
         os.close(saved_fd)
-        log.close()
+        with contextlib.suppress(OSError):
+            log.close()
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -147,10 +155,30 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _stop(signum, frame) -> None:
+    raise Stopped(signum)
+
+
+def inputs(command: str | None, args) -> list[str]:
+    """The files a command was given to read (the inventory's file options): what an error names
+    when it has no file of its own (running out of memory)."""
+    from aiayn import inventory
+
+    found = []
+    for option in inventory.inputs_of(command) if command in inventory.COMMANDS else []:
+        value = getattr(args, option.lstrip("-").replace("-", "_"), None)
+        found += [str(v) for v in (value if isinstance(value, list) else [value]) if v]
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
     thread_policy()
+    if threading.current_thread() is threading.main_thread():  # SIGTERM, SIGHUP: one line, writes cleaned up
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, _stop)
+    args = None
     with contextlib.ExitStack() as logged:
         terminal = None
         try:
@@ -167,13 +195,15 @@ def main(argv: list[str] | None = None) -> int:
                 "the project (pip install -e .) or use the rule's envs/ file",
                 EXIT_USER,
             )
-        except (Exception, KeyboardInterrupt) as exc:
-            said = explain(exc, [a for a in argv if os.path.isfile(a)])
+        except (Exception, KeyboardInterrupt, Stopped) as exc:
+            said = explain(exc, inputs(command, args) if args is not None else [])
             if said is None:  # a bug of ours: its traceback is what to report
                 raise
         else:
             return int(result or 0)
-        print(f"aiayn {command}: error: {said[0]}", file=sys.stderr, flush=True)
+        line = f"aiayn {command}: error: {said[0]}"
+        with contextlib.suppress(OSError):  # stderr may be a log on the full disk that failed the command
+            print(line, file=sys.stderr, flush=True)
         if terminal is not None and sys.stdout is not terminal:  # stderr is the log: the terminal says it too
-            print(f"aiayn {command}: error: {said[0]} (log: {args.log_to})", file=terminal, flush=True)
+            print(f"{line} (log: {args.log_to})", file=terminal, flush=True)
         return said[1]

@@ -10,6 +10,7 @@ and keeps its traceback.
 from __future__ import annotations
 
 import errno
+import signal
 
 EXIT_USER = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
@@ -41,6 +42,25 @@ class UserError(Exception):
     """An error caused by input the user controls; its message says what to do."""
 
 
+class Stopped(BaseException):
+    """A stop signal (SIGTERM, SIGHUP) to a command that does not checkpoint (all but `train`):
+    raised where the command is, so that its writes clean up as for Ctrl-C."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """torch's allocation failures are RuntimeErrors (CPU: "DefaultCPUAllocator: can't allocate
+    memory", CUDA: torch.cuda.OutOfMemoryError), not MemoryError."""
+    text = str(exc)
+    return isinstance(exc, MemoryError) or (
+        isinstance(exc, RuntimeError)
+        and (type(exc).__name__ == "OutOfMemoryError" or "out of memory" in text or "can't allocate memory" in text)
+    )
+
+
 def file_system_error(exc: OSError) -> str:
     """One line for an error of the file system: the path, what happened, what to do."""
     paths = [str(p) for p in (exc.filename, exc.filename2) if p is not None]
@@ -57,10 +77,17 @@ def explain(exc: BaseException, inputs: list[str]) -> tuple[str, int] | None:
         return str(exc), EXIT_USER
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted (Ctrl-C); no output was left under its final name: run the command again", EXIT_INTERRUPTED
+    if isinstance(exc, Stopped):
+        name = signal.Signals(exc.signum).name
+        return f"stopped by {name}; no output was left under its final name: run the command again", 128 + exc.signum
     if isinstance(exc, OSError):
         return file_system_error(exc), EXIT_USER
-    if isinstance(exc, MemoryError):
-        return f"out of memory on {given}: give the job more memory (mem_mb) or a smaller input", EXIT_USER
+    if out_of_memory(exc):
+        return (
+            f"out of memory reading {given}: give the job more memory (mem_mb; a GPU job, a larger GPU) or a smaller "
+            "input (batch_tokens, max_tokens, beam)",
+            EXIT_USER,
+        )
     if isinstance(exc, RecursionError):
         return f"{given}: nested too deeply to read (a malformed or adversarial tree?); check the file", EXIT_USER
     return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 
 from aiayn.errors import UserError
 from aiayn.study import config
@@ -43,7 +44,7 @@ def settings_list(text: str, option: str, name: str) -> list[dict]:
 
 
 def at_least(low: int):
-    """An argparse type: a whole number >= `low`."""
+    """An argparse type: a whole number >= `low` (its `bound`: the inventory's check of a number)."""
 
     def whole(text: str) -> int:
         try:
@@ -54,7 +55,24 @@ def at_least(low: int):
             raise argparse.ArgumentTypeError(f"must be a whole number >= {low}, not {value}")
         return value
 
+    whole.bound = f"a whole number >= {low}"
     return whole
+
+
+def finite_at_least(low: float):
+    """An argparse type: a finite number >= `low` (NaN and infinities refused)."""
+
+    def number(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+        if not math.isfinite(value) or value < low:
+            raise argparse.ArgumentTypeError(f"must be a finite number >= {low:g}, not {text}")
+        return value
+
+    number.bound = f"a finite number >= {low:g}"
+    return number
 
 
 def say(message: str) -> None:

@@ -3,14 +3,16 @@ on its checkpoint grid only (`aiayn.training.average`)."""
 
 from __future__ import annotations
 
-from aiayn.commands import say
+from aiayn.commands import at_least, say
 
 
 def add_arguments(parser):
     parser.add_argument("--checkpoints", required=True, help="folder of step checkpoints of one run")
-    parser.add_argument("--last", type=int, required=True, help="how many of the newest grid checkpoints to average")
-    parser.add_argument("--interval", type=int, required=True, help="the run's checkpoint_interval (updates)")
-    parser.add_argument("--final-step", type=int, required=True, help="the run's last update (training steps)")
+    parser.add_argument(
+        "--last", type=at_least(1), required=True, help="how many of the newest grid checkpoints to average"
+    )
+    parser.add_argument("--interval", type=at_least(1), required=True, help="the run's checkpoint_interval (updates)")
+    parser.add_argument("--final-step", type=at_least(1), required=True, help="the run's last update (training steps)")
     parser.add_argument("--out", required=True, help="averaged model to write")
     parser.add_argument("--record", help="also write the averaged steps here (JSON), for the tables")
 

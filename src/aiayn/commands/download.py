@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aiayn.commands import say
+from aiayn.commands import at_least, finite_at_least, say
 from aiayn.data.download import download
 
 
@@ -10,11 +10,15 @@ def add_arguments(parser):
     parser.add_argument("--url", required=True, help="the archive's URL (http, https or file)")
     parser.add_argument("--sha256", required=True, help="the archive's SHA-256, 64 hex digits")
     parser.add_argument("--out", required=True, help="path of the downloaded archive")
-    parser.add_argument("--retries", type=int, default=5, help="attempts after the first before giving up (default 5)")
-    parser.add_argument("--wait", type=float, default=10.0, help="seconds between attempts")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds without data before an attempt fails")
     parser.add_argument(
-        "--size", type=int, help="the archive's size in bytes (tells a cut transfer from a finished one)"
+        "--retries", type=at_least(0), default=5, help="attempts after the first before giving up (default 5)"
+    )
+    parser.add_argument("--wait", type=finite_at_least(0), default=10.0, help="seconds between attempts")
+    parser.add_argument(
+        "--timeout", type=finite_at_least(0.001), default=60.0, help="seconds without data before an attempt fails"
+    )
+    parser.add_argument(
+        "--size", type=at_least(1), help="the archive's size in bytes (tells a cut transfer from a finished one)"
     )
 
 

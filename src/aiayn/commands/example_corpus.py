@@ -3,15 +3,15 @@ that examples/own-pair.yaml reads (data/my-pair/{train,dev}.{en,xx}, test.{en,xx
 
 from __future__ import annotations
 
-from aiayn.commands import say
+from aiayn.commands import at_least, say
 
 
 def add_arguments(parser):
     parser.add_argument("--out", default="data/my-pair", help="folder to write the files in (default: data/my-pair)")
-    parser.add_argument("--train", type=int, default=3000, help="training pairs (default 3000)")
-    parser.add_argument("--dev", type=int, default=100, help="dev pairs (default 100)")
-    parser.add_argument("--test", type=int, default=100, help="test pairs (default 100)")
-    parser.add_argument("--seed", type=int, default=7, help="the made-up language's seed (default 7)")
+    parser.add_argument("--train", type=at_least(1), default=3000, help="training pairs (default 3000)")
+    parser.add_argument("--dev", type=at_least(1), default=100, help="dev pairs (default 100)")
+    parser.add_argument("--test", type=at_least(1), default=100, help="test pairs (default 100)")
+    parser.add_argument("--seed", type=at_least(0), default=7, help="the made-up language's seed (default 7)")
 
 
 def run(args) -> int:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from aiayn.commands import load_json, say, settings
+from aiayn.commands import say, settings
 
 
 def add_arguments(parser):
@@ -25,7 +25,7 @@ def run(args) -> int:
         args.spm_tgt,
         args.out,
         decode=settings(args.decode, "--decode", "decode"),
-        card=load_json(args.card, "--card", expect=dict),
+        card=settings(args.card, "--card", "model_card"),
         ctranslate2=args.ctranslate2,
         log=say,
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aiayn.commands import load_json, say, settings, settings_list
+from aiayn.commands import say, settings, settings_list
 from aiayn.data.prepare import prepare_train
 
 
@@ -25,7 +25,7 @@ def add_arguments(parser):
 def run(args) -> int:
     prepare_train(
         settings_list(args.corpora, "--corpora", "member_pair"),
-        load_json(args.archives, "--archives"),
+        settings(args.archives, "--archives", "archive_paths"),
         settings(args.cleaning, "--cleaning", "cleaning"),
         args.src,
         args.tgt,

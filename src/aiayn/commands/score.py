@@ -6,7 +6,7 @@ parsing: EVALB (COLLINS.prm) of the restored parses against the gold trees (--re
 
 from __future__ import annotations
 
-from aiayn.commands import say, settings
+from aiayn.commands import at_least, say, settings
 from aiayn.evaluation.score import score_file
 
 
@@ -26,7 +26,7 @@ def add_arguments(parser):
         "`scoring` and a dataset's; what is not given is the schema's default)",
     )
     parser.add_argument(
-        "--expect-lines", type=int, help="the test set's number of lines (guards against a partial set)"
+        "--expect-lines", type=at_least(1), help="the test set's number of lines (guards against a partial set)"
     )
     parser.add_argument("--out", required=True, help="scores (JSON)")
 

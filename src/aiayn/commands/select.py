@@ -3,7 +3,7 @@ experiment's model (`aiayn.evaluation.select`)."""
 
 from __future__ import annotations
 
-from aiayn.commands import load_json, say
+from aiayn.commands import say, settings_list
 from aiayn.evaluation.select import select
 
 
@@ -22,7 +22,7 @@ def add_arguments(parser):
 
 def run(args) -> int:
     select(
-        load_json(args.candidates, "--candidates", expect=list),
+        settings_list(args.candidates, "--candidates", "candidate"),
         out_model=args.out_model,
         out_metrics=args.out_metrics,
         record=args.record,

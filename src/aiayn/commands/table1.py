@@ -3,7 +3,7 @@ operations and maximum path length of the four layer types (`aiayn.report.table1
 
 from __future__ import annotations
 
-from aiayn.commands import say, settings
+from aiayn.commands import at_least, say, settings
 
 
 def add_arguments(parser):
@@ -16,7 +16,7 @@ def add_arguments(parser):
     parser.add_argument("--out-md", required=True, help="the table as Markdown")
     parser.add_argument("--out-csv", required=True, help="the table as CSV")
     parser.add_argument("--figure", required=True, help="log-log FLOPs and time against n (PNG)")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--threads", type=at_least(0), default=0, help="torch threads (0: torch's default)")
 
 
 def run(args) -> int:

@@ -9,6 +9,8 @@ resume); 3 on a non-finite loss, 2 on a user error.
 
 from __future__ import annotations
 
+from aiayn.commands import at_least, finite_at_least
+
 
 def add_arguments(parser):
     parser.add_argument("--settings", required=True, help="experiment.json written by `aiayn resolve`")
@@ -20,10 +22,10 @@ def add_arguments(parser):
     parser.add_argument("--out", required=True, help="final checkpoint, written when training is done")
     parser.add_argument("--metrics", help="JSON-lines metrics (default: metrics.jsonl beside --checkpoints)")
     parser.add_argument("--device", default="auto", help="auto (GPU of this rank if any, else CPU), cpu, cuda:N")
-    parser.add_argument("--max-updates", type=int, help="stop after this many updates of this run (for tests)")
+    parser.add_argument("--max-updates", type=at_least(1), help="stop after this many updates of this run (for tests)")
     parser.add_argument(
         "--stop-margin",
-        type=float,
+        type=finite_at_least(0),
         default=0.0,
         metavar="SECONDS",
         help="in a Slurm job: checkpoint and requeue the job this long before its time limit (0: never)",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import re
 import shutil
 import time
 import urllib.error
@@ -17,7 +18,7 @@ import urllib.request
 from pathlib import Path
 
 from aiayn.errors import WRITING, UserError
-from aiayn.io import file_sha256
+from aiayn.io import file_sha256, output_target, readable
 
 BLOCK = 1 << 20
 
@@ -65,6 +66,12 @@ def fetch(url: str, part: Path, timeout: float, size: int | None = None, on_bloc
             raise Incomplete(f"got {got} of {expected} bytes")
 
 
+def check_sha256(sha256: str) -> None:
+    """An archive's SHA-256 as config.yaml gives it: 64 lowercase hex digits."""
+    if not re.fullmatch(r"[0-9a-f]{64}", sha256):
+        raise UserError(f"--sha256 {sha256!r}: not a SHA-256 (64 lowercase hex digits); check the archive's sha256")
+
+
 def download(
     url: str,
     out: str | os.PathLike,
@@ -80,13 +87,14 @@ def download(
 
     `size` (bytes, from config.yaml) tells a transfer cut short from a finished one when the server
     sends no Content-Length: a shorter file is resumed, not checked and thrown away."""
+    check_sha256(sha256)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    target, through = output_target(out)
     part = out.with_name(out.name + ".part")
     if url.startswith("file://") or "://" not in url:
         source = urllib.request.url2pathname(url[len("file://") :]) if url.startswith("file://") else url
-        if not Path(source).is_file():
-            raise UserError(f"{source}: not found (from the mirror setting); check `mirror` in config.yaml")
+        readable(source, "the archive (a file: URL, from the mirror setting)")
         if size is not None and Path(source).stat().st_size != size:
             raise UserError(
                 f"{url}: {Path(source).stat().st_size:,} bytes, config.yaml expects {size:,}; nothing was copied "
@@ -128,5 +136,10 @@ def download(
             f"{url}: sha256 is {digest}, config.yaml expects {sha256}; the download was removed "
             "(a changed or corrupt file, or the wrong mirror)"
         )
-    os.replace(part, out)
-    log(f"{url}: {out.stat().st_size:,} bytes, sha256 verified -> {out}")
+    if through:  # a character device (/dev/null): its bytes go to it, the device stays
+        with open(part, "rb") as src, open(target, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        part.unlink()
+    else:
+        os.replace(part, target)
+    log(f"{url}: sha256 verified -> {out}")

@@ -171,7 +171,10 @@ def score_file(
     hyp, ref = (list(read_lines(p, keep_bom=translation)) for p in (hyp_path, ref_path))
     check_lines(hyp, ref, hyp_path, ref_path, expect_lines)
     if not translation:
-        scores = score_parses(hyp, ref)
+        try:
+            scores = score_parses(hyp, ref)
+        except UserError as exc:
+            raise UserError(f"{ref_path}: {exc}") from None
         scores.update(hyp=str(hyp_path), ref=str(ref_path), lines=len(hyp))
         records.write(out, "parsing score", scores)
         for message in gold_error_lines(scores, ref_path):

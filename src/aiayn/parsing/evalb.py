@@ -305,11 +305,23 @@ def format_summary(result: dict) -> str:
     return "\n".join(lines)
 
 
+def _is_tree(line: str) -> bool:
+    try:
+        return bool(parse_trees(line))
+    except (UserError, IndexError):
+        return False
+
+
 def score_parses(hyp: list[str], gold_lines: list[str]) -> dict:
     """EVALB of a parser's output, linearized trees (`hyp`), against the gold trees under TOP: each
     output restored to a tree over its gold sentence first (`aiayn.parsing.trees.restore`). A gold
     line that is not a tree is scored as EVALB scores it (an error sentence, listed in
     `gold_errors`), against the output as it is."""
+    if gold_lines and not any(_is_tree(line) for line in gold_lines):
+        raise UserError(
+            "the reference holds no tree on any of its lines (a translation's reference?): score parses against "
+            "the gold trees (<set>.gold), or a translation with --task translation"
+        )
     tests = []
     for h, line in zip(hyp, gold_lines):
         try:

@@ -70,6 +70,8 @@ def definition(*names: str) -> dict:
         found = schema_["$defs"].get(name) or schema_["properties"].get(name)
         if found is None or "object" not in found.get("type", ()):
             raise KeyError(f"the schema defines no settings {name!r}")
+        if len(names) == 1 and "properties" not in found:  # a map (archive_paths): the definition as it is
+            return {"$defs": schema_["$defs"], **copy.deepcopy(found)}
         merged["properties"].update(copy.deepcopy(found["properties"]))
         merged["required"] = merged.get("required", []) + found.get("required", [])
         if len(names) == 1:

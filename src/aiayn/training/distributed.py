@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from aiayn.errors import UserError
 from aiayn.runtime.device import choose_device
 
 
@@ -35,16 +36,24 @@ class Env:
         return self.rank == 0
 
 
+def environment(name: str, default: int, environ=os.environ) -> int:
+    """A whole number torchrun (or Slurm) sets in the environment; another value is one line naming it."""
+    text = environ.get(name, str(default))
+    if not text.isdigit():
+        raise UserError(f"the environment variable {name}={text!r} is not a whole number; unset it or fix the launcher")
+    return int(text)
+
+
 def setup(device: str = "auto") -> Env:
     """Join the process group torchrun set up (if any) and pick this rank's device."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    dev = choose_device(device, int(os.environ.get("LOCAL_RANK", "0")))
+    world = environment("WORLD_SIZE", 1)
+    rank = environment("RANK", 0)
+    dev = choose_device(device, environment("LOCAL_RANK", 0))
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
     if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
-    return Env(rank, world, dev, agents=int(os.environ.get("GROUP_WORLD_SIZE", "1")))
+    return Env(rank, world, dev, agents=environment("GROUP_WORLD_SIZE", 1))
 
 
 def hosts(env: Env) -> list[str]:
@@ -128,16 +137,16 @@ def slurm_end_time(job: str) -> float | None:
 
 
 class StopFlag:
-    """Set by SIGTERM / SIGUSR1 (what Slurm sends at a preemption), SIGINT (Ctrl-C: the run stops
-    as it would for SIGTERM, with a checkpoint; a second Ctrl-C stops at once), or by the job's
-    `deadline`."""
+    """Set by SIGTERM / SIGUSR1 (what Slurm sends at a preemption), SIGHUP (the terminal closed),
+    SIGINT (Ctrl-C: the run stops as it would for SIGTERM, with a checkpoint; a second Ctrl-C stops
+    at once), or by the job's `deadline`."""
 
     def __init__(self, deadline: Deadline | None = None):
         self.signal: int | None = None
         self.deadline = deadline
 
     def install(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT):
+        for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, self._handle)
 
     def _handle(self, signum, frame) -> None:

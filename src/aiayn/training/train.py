@@ -177,7 +177,9 @@ class Trainer:
 
     def resume(self) -> None:
         state = ckpt.newest_readable(self.files.checkpoints, self.log)
-        if state is None:
+        if state is None:  # training starts from step 0 (none written yet, or every one damaged): so do its records
+            if self.env.main:
+                metrics.truncate(self.files.metrics, 0)
             return
         where = f"{self.files.checkpoints}: checkpoint of step {state['step']}"
         why = resume.reasons(state, self.identity, self.model_cfg.to_dict(), self.tr["steps"])
