@@ -231,3 +231,14 @@ for d in /proc/[0-9]*; do
   [ "$(readlink "$d/ns/net")" = "$me" ] && kill -KILL "$p" && echo "killed $p on $(hostname)"
 done; true
 """
+
+
+def command_options(command: str) -> dict:
+    """The argparse actions of `command` by option (a positional argument by its name)."""
+    import argparse
+
+    from aiayn.cli import build_parser
+
+    parser = build_parser(command)
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    return {(a.option_strings[0] if a.option_strings else a.dest): a for a in sub._actions if a.dest != "help"}

@@ -11,6 +11,7 @@ import contextlib
 import errno
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -18,11 +19,12 @@ from pathlib import Path
 
 import pytest
 import toy
+from conftest import ROOT
 from working import NO_OUTPUT, SAME_BYTES, WORKING, argv, outputs, prepare_world, sha
 from world import build_world
 
-from aiayn import cli
-from aiayn.errors import EXIT_INTERRUPTED, EXIT_USER
+from aiayn import cli, inventory
+from aiayn.errors import EXIT_INTERRUPTED, EXIT_USER, Stopped, explain
 
 
 @pytest.fixture(scope="module")
@@ -191,3 +193,153 @@ def test_the_boundary_names_each_error_of_the_file_system():
     assert "nested too deeply" in explain(RecursionError(), ["deep.trees"])[0]
     assert explain(KeyboardInterrupt(), [])[1] == EXIT_INTERRUPTED
     assert explain(ZeroDivisionError(), []) is None  # a bug of ours keeps its traceback
+
+
+# -- the fault matrix of the inventory: outputs and inputs that are not regular files, stop signals ----
+OUTPUT_KINDS = ["a FIFO", "a link to nothing", "a link that loops", "a link to /dev/null"]
+
+
+def make(path: Path, kind: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "a FIFO":
+        os.mkfifo(path)
+    elif kind == "a link to nothing":
+        path.symlink_to(path.parent / "nothing-here")
+    elif kind == "a link that loops":
+        path.symlink_to(path.name)
+    elif kind == "a link to /dev/null":
+        path.symlink_to("/dev/null")
+    elif kind == "a folder":
+        path.mkdir()
+    elif kind == "a device":
+        path.symlink_to("/dev/zero")
+    elif kind == "empty":
+        path.write_bytes(b"")
+
+
+@pytest.mark.parametrize("kind", OUTPUT_KINDS)
+@pytest.mark.parametrize("command", sorted(WORKING))
+def test_an_output_that_is_not_a_file_is_refused_in_one_line_or_written_through(command, kind, world, tmp_path, capsys):
+    """Every command's first output made a FIFO, a broken or looping link: one line naming it, exit 2,
+    nothing left under the other outputs' names. A link to a character device (/dev/null) is written
+    through: the device stays a device (renamed over, `/dev/null` would have become a file)."""
+    target = outputs(command, world, tmp_path)[0]
+    make(target, kind)
+    code = cli.main(argv(command, world, tmp_path))
+    if kind == "a link to /dev/null":  # written through (a command that reads back what it wrote says it cannot)
+        assert code == 0 or (code == EXIT_USER and "is a character device" in one_line(capsys))
+        assert target.is_symlink() and os.readlink(target) == "/dev/null" and Path("/dev/null").is_char_device()
+        return
+    line = one_line(capsys)
+    assert code == EXIT_USER and str(target) in line, line
+    assert {"a FIFO": "is a FIFO", "a link to nothing": "which does not exist", "a link that loops": "loops"}[
+        kind
+    ] in line
+    assert [p for p in outputs(command, world, tmp_path)[1:] if p.is_file()] == []
+
+
+def input_options(command: str) -> list[str]:
+    """The options of `command` naming a file it reads (the inventory's), as WORKING gives them."""
+    given = set(WORKING[command][0].__code__.co_consts)  # the option strings its arguments hold
+    return [o for o in inventory.inputs_of(command) if o in given]
+
+
+INPUT_CASES = [(c, o) for c in sorted(WORKING) for o in input_options(c)]
+
+
+@pytest.mark.parametrize("kind", ["a folder", "a FIFO", "a device", "empty"])
+@pytest.mark.parametrize("command, option", INPUT_CASES, ids=[f"{c} {o}" for c, o in INPUT_CASES])
+def test_an_input_that_is_not_a_readable_file_is_named_in_one_line(command, option, kind, world, tmp_path, capsys):
+    """Every file a command reads given as a folder, a FIFO (which a plain open would wait on
+    forever), a device or an empty file: one line naming it and why, exit 2, nothing under an
+    output's name; an empty file may also be one the command can take (an empty metrics file)."""
+    args = argv(command, world, tmp_path)
+    given = tmp_path / "given" / f"input{Path(args[args.index(option) + 1]).suffix}"
+    make(given, kind)
+    args[args.index(option) + 1] = str(given)
+    code = cli.main(args)
+    if kind == "empty" and code == 0:
+        return
+    line = one_line(capsys)
+    assert code == EXIT_USER and str(given) in line, line
+    if kind != "empty":
+        assert {"a folder": "is a folder", "a FIFO": "is a FIFO", "a device": "is a character device"}[kind] in line
+    assert [p for p in outputs(command, world, tmp_path) if p.is_file()] == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize("command", sorted(set(WORKING) - {"train"}))
+def test_a_stop_signal_mid_write_is_one_line_and_leaves_nothing(command, signum, world, tmp_path, capsys, monkeypatch):
+    """SIGTERM or SIGHUP arriving while a command writes its outputs (raised where it is, as the
+    handler of `aiayn.cli.main` does): one line, exit 128 + the signal, nothing under a final name."""
+
+    def stopped(*args, **kwargs):
+        raise Stopped(signum)
+
+    monkeypatch.setattr(os, "replace", stopped)
+    monkeypatch.setattr(os, "rename", stopped)
+    code = cli.main(argv(command, world, tmp_path))
+    monkeypatch.undo()
+    line = one_line(capsys)
+    assert code == 128 + signum and f"stopped by {signal.Signals(signum).name}" in line, line
+    assert [p for p in outputs(command, world, tmp_path) if p.is_file()] == []
+
+
+def test_a_stop_signal_ends_a_running_command_in_one_line(world, tmp_path):
+    """A real SIGTERM to a command working (Table 1 measured at larger sizes): one line on stderr,
+    exit 143, no traceback, nothing under its outputs' names."""
+    settings = '{"d_model": 256, "n": [64, 512, 2048, 4096], "d": [128, 256], "repeats": 3}'
+    args = ["table1", "--settings", settings, "--out-md", str(tmp_path / "t.md"), "--out-csv", str(tmp_path / "t.csv"),
+            "--figure", str(tmp_path / "t.png")]  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "aiayn", *args], env=toy.env_for_subprocess(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    time.sleep(3)
+    assert proc.poll() is None, "Table 1 finished before it could be stopped: measure larger sizes"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143 and err.strip().splitlines() == [
+        "aiayn table1: error: stopped by SIGTERM; no output was left under its final name: run the command again"
+    ], err
+    assert not any((tmp_path / name).exists() for name in ("t.md", "t.csv", "t.png"))
+
+
+def test_sighup_stops_a_training_with_a_checkpoint(tmp_path):
+    """The terminal closed under a training: SIGHUP stops it as SIGTERM does (a checkpoint, exit 75);
+    it died without a word or a checkpoint before."""
+    settings = toy.settings(steps=4000, checkpoint_interval=1000, log_interval=1)
+    proc = subprocess.Popen([sys.executable, *toy.train_command(tmp_path, settings)], env=toy.env_for_subprocess(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    metrics_file = tmp_path / "metrics.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (metrics_file.exists() and metrics_file.read_text().count('"loss"') >= 3):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGHUP)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 75 and "stop signal (SIGHUP)" in out and "Traceback" not in err, out + err
+    assert list((tmp_path / "checkpoints").glob("checkpoint_*.pt"))
+
+
+def test_an_append_that_is_cut_short_is_a_full_disk_naming_the_file(tmp_path, monkeypatch):
+    """metrics.jsonl is appended a record per write: a short write (the disk filled under it) is the
+    full disk it is, naming the file, never a record silently lost."""
+    from aiayn.runtime import metrics
+
+    path = tmp_path / "metrics.jsonl"
+    real = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: real(fd, data[: len(data) // 2]))
+    with pytest.raises(OSError) as raised:
+        metrics.append(path, {"event": "stop", "step": 1, "reason": "x", "wall": 1.0})
+    monkeypatch.undo()
+    assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(path)
+    line, code = explain(raised.value, [])
+    assert code == EXIT_USER and line.startswith(f"{path}: no space left")
+
+
+def test_a_full_disk_under_the_log_is_one_line_on_the_terminal(tmp_path, capsys):
+    with tmpfs(tmp_path / "full", full=True) as full:
+        gold = str(ROOT / "tests/fixtures/protocol/evalb/gold.mrg")
+        code = cli.main(["evalb", gold, gold, "--log-to", str(full / "e.log")])
+    out = capsys.readouterr()
+    assert code == EXIT_USER and "Traceback" not in out.err + out.out
+    said = [line for line in out.out.splitlines() if "error:" in line]
+    assert len(said) == 1 and "no space left" in said[0] and str(full / "e.log") in said[0], out

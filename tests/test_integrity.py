@@ -20,13 +20,15 @@ import pytest
 import toy
 import yaml
 from conftest import ROOT, fresh_clone, snakemake
+from working import prepare_world
+from world import build_world
 
 from aiayn import cli
 from aiayn.data import binary, vocab
 from aiayn.errors import UserError
 from aiayn.evaluation.select import choose
 from aiayn.io import file_sha256
-from aiayn.runtime import checkpoint
+from aiayn.runtime import checkpoint, metrics
 from aiayn.study import config as cfg
 from aiayn.training.average import average_run
 from aiayn.training.train import EXIT_DONE, run
@@ -185,25 +187,7 @@ def test_a_flipped_bit_in_an_encoded_corpus_is_refused(tmp_path, where, capsys):
 
 
 # -- 3. shell-safe by construction ---------------------------------------------------------------------
-UNQUOTED = {"threads", "params.launch"}  # a number, and the launcher (a command line of its own)
-
-
-def shell_lines():
-    for smk in sorted((ROOT / "workflow/rules").glob("*.smk")):
-        for rule, block in re.findall(r"\nrule (\w+):\n(.*?)(?=\nrule |\Z)", smk.read_text(), flags=re.S):
-            shell = re.search(r"\n    shell:\n((?:        \".*\"\n?)+)", block)
-            if shell:
-                yield rule, "".join(re.findall(r'"(.*)"', shell.group(1)))
-
-
-@pytest.mark.parametrize(
-    "rule, line", list(shell_lines()), ids=lambda x: x if isinstance(x, str) and " " not in x else ""
-)
-def test_every_field_of_every_shell_line_is_quoted(rule, line):
-    fields = re.findall(r"(?<!\{)\{([^{}]+)\}(?!\})", line)
-    assert fields
-    bare = [f for f in fields if not f.endswith(":q") and f not in UNQUOTED and not f.startswith("resources.")]
-    assert bare == [], f"rule {rule}: quote {bare} ({{...:q}}): a path or name could run a command"
+# every value of every shell line is quoted, or is the launcher: tests/test_inventory.py (the inventory)
 
 
 NAMED = {
@@ -215,7 +199,7 @@ NAMED = {
         {bad: c["datasets"]["wmt14-en-de"]["eval_sets"]["newstest2013"]}
     ),
 }
-BAD_NAMES = ["x;touch$IFS$HOME/marker;x", "a b", "it's", "$(id)", "..", "a/../b", "-rf", "tab\there"]
+BAD_NAMES = ["x;touch$IFS$HOME/marker;x", "a b", "it's", "$(id)", "..", "a/../b", "-rf", "tab\there", "base2\n"]
 
 
 @pytest.mark.parametrize("kind", list(NAMED))
@@ -315,3 +299,57 @@ def test_select_never_takes_a_candidate_without_a_finite_score(tmp_path):
         choose([candidate("b", 3.0), candidate("a", float("nan"))])
     with pytest.raises(UserError, match="a.json: not a translation score record .tokenized_bleu.score: 'n/a'"):
         choose([candidate("a", "n/a")])
+
+
+# -- 4. identity wherever a model meets a vocabulary, locks by the real folder, records that restart --
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> Path:
+    return prepare_world(build_world(tmp_path_factory.mktemp("world")))
+
+
+def test_export_and_figures_refuse_another_datasets_vocabulary_as_translate_does(world, tmp_path):
+    """export wrote a Marian model with the wrong tokenizer, exit 0; figures drew attention over it."""
+    from aiayn.evaluation.export import export
+    from aiayn.report.figures import write_figures
+
+    with pytest.raises(UserError, match="spm-b.model is not the source vocabulary .*model.pt was trained with"):
+        export(world / "model.pt", world / "spm-b.model", world / "spm-b.model", tmp_path / "hf", decode={}, card="")
+    with pytest.raises(UserError, match="spm-b.model is not the source vocabulary"):
+        write_figures("x", world / "metrics.jsonl", world / "model.pt", world / "spm-b.model", world / "a.txt",
+                      curves=tmp_path / "c.png", lr_plot=tmp_path / "l.png", attention=tmp_path / "a.png")  # fmt: skip
+    assert not list(tmp_path.iterdir())  # no figure of the three was left
+
+
+def test_a_second_trainer_is_refused_whatever_link_names_the_folder(tmp_path):
+    real = tmp_path / "run" / "checkpoints"
+    real.mkdir(parents=True)
+    (tmp_path / "alias").symlink_to(tmp_path / "run")
+    with checkpoint.exclusive(real):
+        with pytest.raises(UserError, match="is being trained by the process"):
+            with checkpoint.exclusive(tmp_path / "alias" / "checkpoints"):
+                pass
+
+
+def test_a_training_that_starts_over_starts_its_records_over(tmp_path):
+    """Every checkpoint damaged: training starts from step 0, and the records of the damaged run go
+    (dev records of steps 5-40 were kept beside the new run's, twice)."""
+    settings = toy.settings(steps=4, checkpoint_interval=2, log_interval=1)
+    folder = tmp_path / "run"
+    assert toy.train_in_process(folder, settings) == EXIT_DONE
+    for path in (folder / "checkpoints").glob("checkpoint_*.pt"):
+        path.write_bytes(path.read_bytes()[:100])  # damaged
+    (folder / "checkpoints" / "last.pt").unlink()
+    before = [r["step"] for r in metrics.read(folder / "metrics.jsonl").dev]
+    assert before
+    trainer = toy.make_trainer(folder, settings)
+    trainer.resume()
+    assert trainer.step == 0 and metrics.read(folder / "metrics.jsonl").dev == []
+
+
+def test_an_output_name_as_long_as_the_file_system_allows_is_written(tmp_path):
+    """A legal 249-byte name was "too long": its temporary file's name had the name and more."""
+    from aiayn.io import atomic_write_text
+
+    target = tmp_path / ("n" * 249)
+    atomic_write_text(target, "x")
+    assert target.read_text() == "x" and [p.name for p in tmp_path.iterdir()] == [target.name]

@@ -4,24 +4,17 @@ check it names exists. A new option, shell-line value or variable without its ch
 
 from __future__ import annotations
 
-import argparse
 import ast
 import importlib
 import re
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, command_options
 
 from aiayn import inventory
-from aiayn.cli import COMMANDS, build_parser
+from aiayn.cli import COMMANDS
 from aiayn.study import config as cfg
-
-
-def options(command: str) -> dict[str, argparse.Action]:
-    parser = build_parser(command)
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
-    return {(a.option_strings[0] if a.option_strings else a.dest): a for a in sub._actions if a.dest != "help"}
 
 
 def resolve(dotted: str):
@@ -45,7 +38,7 @@ def schema_kinds(what: str) -> list[str]:
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_every_option_of_every_command_is_in_the_inventory(command):
     assert command in inventory.COMMANDS, f"{command} has no entry in aiayn.inventory.COMMANDS"
-    given = set(options(command))
+    given = set(command_options(command))
     listed = set(inventory.COMMANDS[command]) | set(inventory.COMMON)
     assert given - listed == set(), f"{command}: options without a check in aiayn.inventory"
     assert listed - given == set(), f"{command}: the inventory lists options the command does not have"
@@ -53,7 +46,7 @@ def test_every_option_of_every_command_is_in_the_inventory(command):
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_every_check_the_inventory_names_exists(command):
-    actions = options(command)
+    actions = command_options(command)
     for option, check in {**inventory.COMMANDS[command], **inventory.COMMON}.items():
         action = actions[option]
         if check.kind == "file":

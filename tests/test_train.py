@@ -56,6 +56,10 @@ def test_label_smoothed_loss_by_hand():
     want = -((1 - eps) * logp[2] + eps / (V - 1) * (logp.sum() - logp[2]))
     assert label_smoothed_loss(logits, target, eps).item() == pytest.approx(want.item(), rel=1e-6)
     assert label_smoothed_loss(logits, target, 0.0).item() == pytest.approx(-logp[2].item(), rel=1e-6)
+    # any eps below 1, also above (V-1)/V = 0.75, where torch's label_smoothing (e = eps·V/(V-1)) would pass 1
+    for eps in (0.5, 0.8, 0.99):
+        want = -((1 - eps) * logp[2] + eps / (V - 1) * (logp.sum() - logp[2]))
+        assert label_smoothed_loss(logits, target, eps).item() == pytest.approx(want.item(), rel=1e-6), eps
 
 
 # -- batching -------------------------------------------------------------------------------------

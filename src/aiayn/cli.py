@@ -24,6 +24,7 @@ from typing import Iterator, MutableMapping, TextIO
 
 from aiayn import described
 from aiayn.errors import EXIT_USER, Stopped, explain
+from aiayn.io import appendable
 
 # command -> module defining `add_arguments(parser)` and `run(args)`; imported only when called,
 # so a step's environment needs only the packages of its own command.
@@ -110,7 +111,7 @@ def log_to(path: str) -> Iterator[TextIO]:
     50/200 ...`, so that the lines of jobs running side by side can be told apart); its stderr
     (warnings, C libraries' and child processes' output) is appended to `path` only. Yields the
     terminal's stdout, where a failure's one line is said too; restores both streams at the end."""
-    log = open(path, "a", encoding="utf-8", buffering=1)  # closed at the end below
+    log = open(appendable(path), "a", encoding="utf-8", buffering=1)  # closed at the end below
     sys.stdout.flush()
     sys.stderr.flush()
     terminal, saved_stderr, saved_fd = sys.stdout, sys.stderr, os.dup(2)

@@ -170,6 +170,20 @@ def readable(path: str | os.PathLike, what: str = "a file") -> Path:
     return path
 
 
+def appendable(path: str | os.PathLike) -> Path:
+    """Check a file that is appended to (a log, metrics.jsonl) before it is opened: absent, a regular
+    file or a character device (/dev/null); a folder, a FIFO (whose open would wait for a reader),
+    a socket, a block device or a broken link is refused naming it."""
+    path = Path(path)
+    st = _stat(path)
+    kind = _kind(st.st_mode) if st else None
+    if kind == "a folder":
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    if kind and kind != "a character device":
+        raise UserError(f"{path}: is {kind}, not a file that can be appended to; give a file's path")
+    return path
+
+
 def output_target(path: str | os.PathLike) -> tuple[Path, bool]:
     """(where to write, whether to write through): an output path as it is, or the regular file a
     link points to (the link is kept); a character device (/dev/null) is written through, never

@@ -16,12 +16,12 @@ import numpy as np
 
 from aiayn.data import binary, vocab
 from aiayn.errors import UserError
-from aiayn.io import ensure_space, scratch_dir, writable, write_failure
+from aiayn.io import ensure_space, readable, scratch_dir, writable, write_failure
 
 
 def read_pairs(src: str, tgt: str, chunk: int):
     """Chunks of aligned (source, target) lines; split on "\\n" only (U+0085 stays inside a line)."""
-    with open(src, "rb") as fs, open(tgt, "rb") as ft:
+    with open(readable(src, "a text file"), "rb") as fs, open(readable(tgt, "a text file"), "rb") as ft:
         batch_s, batch_t = [], []
         for number, (a, b) in enumerate(zip_longest(fs, ft), start=1):
             if a is None or b is None:

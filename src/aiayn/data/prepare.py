@@ -17,6 +17,7 @@ import html
 import lzma
 import os
 import re
+import struct
 import tarfile
 import zlib
 from contextlib import contextmanager
@@ -62,7 +63,17 @@ def extract_members(
                 if wanted(member.name) and checked is not None and checked.isfile():
                     tar.extract(checked, dest, filter="data")
                     found[member.name] = dest / checked.name
-    except (tarfile.TarError, EOFError, gzip.BadGzipFile, zlib.error, lzma.LZMAError, OSError) as exc:
+    # TypeError, struct.error: tarfile's own reading of a stream cut short (ord() of b"" in its gzip header)
+    except (
+        tarfile.TarError,
+        EOFError,
+        gzip.BadGzipFile,
+        zlib.error,
+        lzma.LZMAError,
+        OSError,
+        TypeError,
+        struct.error,
+    ) as exc:
         if isinstance(exc, UserError):
             raise
         if isinstance(exc, OSError) and not isinstance(exc, gzip.BadGzipFile) and exc.errno is not None:

@@ -238,9 +238,7 @@ def train_pair(settings: dict, train_src, train_tgt, out_src, out_tgt, *, thread
     """A dataset's two vocabularies (`settings`: its complete `vocab:` settings), trained on its
     training text: one model written under both names when shared. Returns `describe_pair`."""
     for path in (train_src, train_tgt):
-        if not Path(path).is_file():
-            raise UserError(f"{path}: training text not found")
-        if not any(line.strip() for line in read_lines(path)):
+        if not any(line.strip() for line in read_lines(path, what="the training text")):
             raise UserError(f"{path}: no sentences to train a vocabulary on; rerun the prepare step")
     common = dict(
         model_type=settings["model_type"],
@@ -264,6 +262,8 @@ def train_pair(settings: dict, train_src, train_tgt, out_src, out_tgt, *, thread
 
 def write_info(settings: dict, model_src, model_tgt, text_src, text_tgt, out, log=print) -> dict:
     """vocab.json: `describe_pair` of a dataset's vocabularies, where a reader of the results looks."""
+    for path in (text_src, text_tgt):  # read only when a vocabulary is smaller than asked: checked always
+        readable(path, "the training text")
     info = describe_pair(settings, model_src, model_tgt, text_src, text_tgt)
     atomic_write_text(out, json.dumps(info, indent=2) + "\n")
     for side, one in info.items():

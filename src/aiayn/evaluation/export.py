@@ -165,10 +165,10 @@ def export(
     max_positions: int = 1024,
 ) -> Path:
     """Write the Hugging Face folder `out` (written beside, renamed into place whole)."""
+    payload = ckpt.load(model)
+    vocab.check_model(payload, model, {"src": spm_src, "tgt": spm_tgt})  # before the extra's import: refused anywhere
     from transformers import GenerationConfig, MarianConfig, MarianMTModel
 
-    payload = ckpt.load(model)
-    vocab.check_model(payload, model, {"src": spm_src, "tgt": spm_tgt})
     config, state = marian_state(payload, max_positions)
     with atomic_dir(out) as tmp:
         marian = MarianMTModel(MarianConfig(**config))

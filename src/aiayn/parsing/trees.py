@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from aiayn.errors import UserError
+from aiayn.io import readable
 
 TOKEN = re.compile(r"\(|\)|[^\s()]+")
 
@@ -74,7 +75,7 @@ def _parse(tokens: list[str], pos: int, source: str) -> tuple[Tree, int]:
 
 def read_mrg(path: str | Path) -> list[Tree]:
     """Trees of one .mrg file, each as its sentence's tree (the unlabeled outer bracket removed)."""
-    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    text = readable(path, "a treebank file (.mrg)").read_text(encoding="utf-8", errors="replace")
     return [_unwrap(t) for t in parse_trees(text, str(path))]
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from aiayn.data import vocab
 from aiayn.data.binary import EOS
 from aiayn.errors import UserError
-from aiayn.io import atomic_path
+from aiayn.io import atomic_path, atomic_paths
 from aiayn.model.transformer import encoder_attention
 from aiayn.runtime import checkpoint as ckpt
 from aiayn.runtime import metrics
@@ -125,14 +125,17 @@ def write_figures(
     for path in (metrics_path, *seeds):
         if not Path(path).exists() and not Path(path).is_symlink():
             raise UserError(f"{path}: no metrics file; the run's training writes it")
-    learning_curves(metrics_path, curves, f"{name}: training", seeds=tuple(seeds))
-    state = ckpt.load(model_path)
-    vocab.check_model(state, model_path, {"src": spm_src})
-    learning_rate(metrics_path, lr_plot, f"{name}: learning rate (§5.3)", settings=state.get("settings"))
-    model = ckpt.rebuild(state).eval()
-    sp = vocab.load(spm_src)
-    lines = list(read_lines(dev_src))
-    ids = next((x for x in vocab.to_ids(sp, lines) if 5 <= len(x) <= 25), vocab.to_ids(sp, lines[:1])[0])
-    pieces = [sp.IdToPiece(i) for i in ids] + ["</s>"]
-    weights = encoder_attention(model, ids + [EOS])
-    attention_maps(weights, pieces, attention, f"{name}: encoder self-attention, last layer")
+    with atomic_paths(curves, lr_plot, attention) as (tmp_curves, tmp_lr, tmp_attention):  # all three, or none
+        learning_curves(metrics_path, tmp_curves, f"{name}: training", seeds=tuple(seeds))
+        state = ckpt.load(model_path)
+        vocab.check_model(state, model_path, {"src": spm_src})
+        learning_rate(metrics_path, tmp_lr, f"{name}: learning rate (§5.3)", settings=state.get("settings"))
+        model = ckpt.rebuild(state).eval()
+        sp = vocab.load(spm_src)
+        lines = list(read_lines(dev_src))
+        if not lines:
+            raise UserError(f"{dev_src}: no dev sentence to draw the attention of")
+        ids = next((x for x in vocab.to_ids(sp, lines) if 5 <= len(x) <= 25), vocab.to_ids(sp, lines[:1])[0])
+        pieces = [sp.IdToPiece(i) for i in ids] + ["</s>"]
+        weights = encoder_attention(model, ids + [EOS])
+        attention_maps(weights, pieces, tmp_attention, f"{name}: encoder self-attention, last layer")

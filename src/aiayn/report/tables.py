@@ -17,7 +17,7 @@ from aiayn.errors import UserError
 from aiayn.evaluation import baselines
 from aiayn.evaluation.replicates import SIGNIFICANCE, mean_and_spread, stratified_ar_p
 from aiayn.evaluation.score import paired_bootstrap_p
-from aiayn.io import atomic_paths
+from aiayn.io import atomic_paths, readable
 from aiayn.report import paper
 from aiayn.report.format import footer, to_csv, to_markdown
 from aiayn.runtime import metrics, records
@@ -95,7 +95,7 @@ def train_pairs(layout: Layout, exp: dict) -> int | None:
         return records.read(report, "train report")["kept"]
     text = Path(layout.text(exp["dataset"], "train", "src"))
     if exp.get("task") == "parsing" and text.exists():
-        with open(text, "rb") as f:
+        with open(readable(text, "the training text"), "rb") as f:
             return sum(1 for _ in f)
     return None
 

@@ -28,11 +28,13 @@ def _lines(f, label: str) -> Iterator[bytes]:
         raise UserError(f"{label}: a corrupt gzip file ({exc}); replace the file") from None
 
 
-def read_lines(path: str | os.PathLike, label: str | None = None, *, keep_bom: bool = False) -> Iterator[str]:
+def read_lines(
+    path: str | os.PathLike, label: str | None = None, *, keep_bom: bool = False, what: str = "a text file"
+) -> Iterator[str]:
     """Lines of a (possibly gzipped) UTF-8 file, split on "\\n" only, without the line end or (unless
     `keep_bom`) a leading byte-order mark."""
     label = label or str(path)
-    with open_text(path) as f:
+    with open_text(path, what) as f:
         for number, raw in enumerate(_lines(f, label), start=1):  # binary iteration splits on b"\n" only
             try:
                 line = raw.decode("utf-8")

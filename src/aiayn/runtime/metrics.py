@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiayn.errors import UserError
-from aiayn.io import atomic_write_text, readable
+from aiayn.io import appendable, atomic_write_text, readable
 from aiayn.runtime import records
 
 
@@ -50,6 +50,7 @@ def append(path: str | os.PathLike, record: dict) -> None:
     crash leaves at worst a torn last line; a torn line left by an earlier crash is cut off first,
     so that the new record starts a line of its own."""
     kind(record)
+    appendable(path)
     line = (json.dumps(record) + "\n").encode("utf-8")
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
     try:

@@ -21,6 +21,7 @@ import jsonschema
 import yaml
 
 from aiayn.errors import UserError
+from aiayn.io import readable
 from aiayn.study.layout import RESERVED_NAMES
 
 SCHEMA_FILE = "workflow/schemas/config.schema.yaml"
@@ -114,7 +115,7 @@ def _problems(schema_: dict, instance) -> list[str]:
     errors = sorted(_validator(schema_).iter_errors(instance), key=lambda e: list(e.absolute_path))
     found = []
     for e in errors:
-        where = ".".join(str(p) for p in e.absolute_path)
+        where = ".".join(_key(p) for p in e.absolute_path)
         if e.validator == "additionalProperties" and isinstance(e.instance, dict):
             known = e.schema.get("properties", {})
             for key in [k for k in e.instance if k not in known]:
@@ -126,6 +127,13 @@ def _problems(schema_: dict, instance) -> list[str]:
         else:
             found.append(f"{where or '<top level>'}: {e.message}")
     return found
+
+
+def _key(part) -> str:
+    """A key of a key path as a message shows it: quoted when it holds white space or control
+    characters (a key "\n" would break the message's one line)."""
+    text = str(part)
+    return text if text.isprintable() and not any(c.isspace() for c in text) and text else repr(text)
 
 
 def _one_line(problems: list[str], limit: int = 10) -> str:
@@ -210,7 +218,7 @@ class _StrictLoader(yaml.SafeLoader):
 
 def read_yaml(path: str | Path):
     """A YAML file's content; a syntax error or a key given twice names the file, line and column."""
-    path = Path(path)
+    path = readable(path, "a config file")
     try:
         return yaml.load(path.read_text(encoding="utf-8"), Loader=_StrictLoader)
     except UnicodeDecodeError as exc:

@@ -13,6 +13,7 @@ import os
 
 from aiayn.errors import UserError
 from aiayn.io import readable, write_json
+from aiayn.model.hparams import ModelConfig
 from aiayn.study import config
 
 # key -> the type its value has
@@ -30,8 +31,17 @@ def missing(settings: dict) -> list[str]:
 
 def checked(settings: dict, where: str) -> dict:
     """`settings` with its model, train and vocab parts checked against the schema as config.yaml's
-    are (a value out of range or of the wrong type raises ConfigError naming `where` and the key)."""
-    return {**settings, **{k: config.complete(name, settings[k], f"{where}: {k}") for k, name in CHECKED.items()}}
+    are (a value out of range or of the wrong type raises ConfigError naming `where` and the key),
+    and the model against the rules of its shape (ModelConfig: an even width for sinusoids, ...)."""
+    out = {**settings, **{k: config.complete(name, settings[k], f"{where}: {k}") for k, name in CHECKED.items()}}
+    vocab = out["vocab"]
+    try:
+        ModelConfig.from_settings(
+            out["model"], src_vocab=vocab["size"], tgt_vocab=vocab["size"], shared_vocab=vocab["shared"]
+        )
+    except ValueError as exc:
+        raise config.ConfigError(f"{where}: model: {exc}") from None
+    return out
 
 
 def write(settings: dict, out: str | os.PathLike, *, where: str = "--settings") -> None:

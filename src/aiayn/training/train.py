@@ -66,13 +66,18 @@ def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, eps_ls: floa
     torch's `label_smoothing=e` puts e/V on every class, the target included: with e = eps_ls·V/(V-1)
     that is exactly the paper's distribution (target 1 - eps_ls, others eps_ls/(V-1)), at torch's
     speed. (t2t also subtracts the distribution's entropy, a constant: its reported loss is lower
-    by that much, its gradients are the same.)
+    by that much, its gradients are the same.) torch takes e up to 1; a larger one (eps_ls above
+    (V-1)/V: a small vocabulary) is the same sum written out: (1 - e)·NLL + e/V·Σ(-log p).
     """
     V = logits.size(-1)
     smoothing = eps_ls * V / (V - 1) if V > 1 else 0.0
-    return F.cross_entropy(
-        logits.float().flatten(0, 1), target.flatten(), ignore_index=PAD, label_smoothing=smoothing, reduction="sum"
-    )
+    flat, target = logits.float().flatten(0, 1), target.flatten()
+    if smoothing <= 1.0:
+        return F.cross_entropy(flat, target, ignore_index=PAD, label_smoothing=smoothing, reduction="sum")
+    logp = F.log_softmax(flat, dim=-1)  # (B*T, V)
+    kept = target != PAD
+    nll = -logp.gather(1, target.clamp(min=0).unsqueeze(1)).squeeze(1)
+    return ((1 - smoothing) * nll - smoothing / V * logp.sum(-1))[kept].sum()
 
 
 @dataclass
