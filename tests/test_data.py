@@ -181,6 +181,21 @@ def test_nel_inside_lines_keeps_alignment(tmp_path):
     assert len(src) == len(tgt) == report["kept"] and not any("\u0085" in line for line in tgt)
 
 
+def test_your_own_files_are_read_and_left_as_they_are(tmp_path):
+    """A corpus of files on disk (plain and gzipped) beside an archive's: prepare reads them and
+    leaves every one in place, byte for byte; only its scratch copies out of the archive go."""
+    archive = corpus_archive(tmp_path, ["a b", "c d"], ["e f", "g h"])
+    mine = {"train.en": b"one two\nthree four\n", "train.xx.gz": gzip.compress(b"un deux\ntrois quatre\n")}
+    for name, data in mine.items():
+        (tmp_path / name).write_bytes(data)
+    corpora = [*MEMBERS, {"src": str(tmp_path / "train.en"), "tgt": str(tmp_path / "train.xx.gz")}]
+    out = tmp_path / "data"
+    report = prepare_train(corpora, {"nc": str(archive)}, CLEAN, out / "train.src", out / "train.tgt", out / "r.json")
+    assert report["kept"] == 4 and list(read_lines(out / "train.tgt"))[2:] == ["un deux", "trois quatre"]
+    assert {name: (tmp_path / name).read_bytes() for name in mine} == mine and archive.is_file()
+    assert not list(out.glob("*tmp*")) and sorted(p.name for p in out.iterdir()) == ["r.json", "train.src", "train.tgt"]
+
+
 def test_cleaning_counts(tmp_path):
     en = ["ok one", "", "short", "a " * 300, "one two three four five six seven", "fine pair", "x" * 6000]
     de = ["gut eins", "leer", "", "b " * 300, "eins", "gutes paar", "ein wort"]

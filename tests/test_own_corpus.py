@@ -39,7 +39,8 @@ def test_the_documented_own_pair_runs_from_plain_files_to_table2(tmp_path):
     assert plan.returncode == 0, plan.stderr[-2000:]
     assert "download" not in plan.stdout and "train " in plan.stdout
     only = snakemake(tmp_path, "--config", "run=[my-small]", "-n", "-p")
-    assert only.returncode == 0 and "my-small-ls0" not in only.stdout and "results/own/my-small/" in only.stdout
+    assert only.returncode == 0, only.stderr[-2000:]
+    assert "results/own/my-small-ls0/" not in only.stdout and "results/own/my-small/" in only.stdout
     table2 = snakemake(tmp_path, "-n", "table2")  # the README's first command plans Table 2 alone: no Table 1
     assert table2.returncode == 0 and "rule table1" not in table2.stdout + table2.stderr
     run = snakemake(tmp_path, "table2", "--config", "run=[my-small]")  # --config would take the target
@@ -47,6 +48,8 @@ def test_the_documented_own_pair_runs_from_plain_files_to_table2(tmp_path):
     rows = list(csv.DictReader((tmp_path / "results/own/tables/table2.csv").open()))
     assert [r["experiment"] for r in rows] == ["my-small"] and rows[0]["status"] == "done"
     assert float(rows[0]["bleu"]) >= 0 and rows[0]["lines"] == "100"
+    # your files are read, never moved or removed: the corpus is as the command wrote it
+    assert sorted(p.name for p in data.iterdir()) == sorted(n for pair in EXAMPLE_FILES.values() for n in pair)
 
 
 def test_a_wrong_line_count_names_the_key(tmp_path):

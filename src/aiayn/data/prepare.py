@@ -185,14 +185,21 @@ def prepare_train(
         scratch_dir(out_src) as tmp,
     ):
         for member in corpora:
-            if member.get("archive"):
+            extracted = bool(member.get("archive"))
+            if extracted:
                 files = extract_members(
                     archives[member["archive"]], {member["src"], member["tgt"]}, Path(tmp) / member["archive"]
                 )
                 labels = [f"{archives[member['archive']]}:{member[s]}" for s in ("src", "tgt")]
-            else:  # your own corpus: files on disk
+            else:  # your own corpus: files on disk, yours, read and left as they are
                 files, labels = local_pair(member), [member["src"], member["tgt"]]
-            stats = {"archive": member["archive"], "src": member["src"], "tgt": member["tgt"], "pairs": 0, "kept": 0}
+            stats = {
+                "archive": member.get("archive"),
+                "src": member["src"],
+                "tgt": member["tgt"],
+                "pairs": 0,
+                "kept": 0,
+            }
             for a, b in aligned(files[member["src"]], files[member["tgt"]], *labels):
                 stats["pairs"] += 1
                 (a, fixed_a), (b, fixed_b) = normalize(a), normalize(b)
@@ -204,8 +211,9 @@ def prepare_train(
                 fs.write(a + "\n")
                 ft.write(b + "\n")
                 stats["kept"] += 1
-            for path in files.values():
-                path.unlink()
+            if extracted:  # scratch copies out of the archive, gone before the next corpus is extracted
+                for path in files.values():
+                    path.unlink()
             report["corpora"].append(stats)
             report["kept"] += stats["kept"]
         if report["kept"] == 0:  # before the files are renamed into place: nothing is left under their names
