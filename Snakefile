@@ -40,6 +40,10 @@ rule all:
         [LAYOUT.table(n, ext) for n in TABLES for ext in ("md", "csv")],
         [LAYOUT.table(1, ext) for ext in ("md", "csv", "png")],
         [LAYOUT.figure(e, "learning_curves.png") for e in STUDY.reported],
+        # named too, so that a study begun before they existed gets them (Snakemake reruns a job
+        # for its missing outputs only when they are asked for)
+        [LAYOUT.figure(e, "diagonal.json") for e in STUDY.reported],
+        [LAYOUT.check(e) for e in STUDY.trained],
         [LAYOUT.vocab_info(ds) for ds in STUDY.datasets()],
 
 
@@ -51,6 +55,11 @@ rule data:
 rule vocabularies:
     input:
         get_vocab_targets(),
+
+
+rule checks:
+    input:
+        [LAYOUT.check(e) for e in STUDY.trained],
 
 
 rule models:

@@ -129,7 +129,7 @@ def bench_training(
     tgt = src = flops = 0
     start = time.perf_counter()
     for _ in range(steps):
-        loss, s, t, f = trainer.update()
+        loss, s, t, f, _ = trainer.update()
         src, tgt, flops = src + s, tgt + t, flops + f
     sync(device)
     seconds = time.perf_counter() - start

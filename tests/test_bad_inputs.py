@@ -108,6 +108,12 @@ def candidate(score: str):
     )
 
 
+def learned_positions(n: int) -> dict:
+    settings = toy.settings()
+    settings["model"].update(positional="learned", max_positions=n)
+    return settings
+
+
 def figures_metrics(text: str):
     return lambda w, t: write(t, "m.jsonl", text)
 
@@ -152,6 +158,11 @@ USUAL = {
         "spm_src": lambda w, t: w / "spm-a.model",
         "spm_tgt": lambda w, t: w / "spm-a.model",
         "out": lambda w, t: t / "x.bin",
+    },
+    "check": {
+        "settings": lambda w, t: w / "settings.json",
+        "train": lambda w, t: w / "train.bin",
+        "out": lambda w, t: t / "check.json",
     },
     "train": {
         "settings": lambda w, t: w / "settings.json",
@@ -408,6 +419,25 @@ CASES = [
         cmd("encode", spm_src=lambda w, t: w / "a.txt"),
         "a.txt: not a sentencepiece model",
         "x.bin",
+    ),
+    # -- check ---------------------------------------------------------------------------------------
+    Case(
+        "check: settings lacking keys",
+        cmd("check", settings=lambda w, t: write(t, "s.json", '{"name": "x"}')),
+        "s.json: the settings lack preset, dataset, task, model, train, vocab",
+        "check.json",
+    ),
+    Case(
+        "check: training data not a corpus",
+        cmd("check", train=lambda w, t: w / "a.txt"),
+        "a.txt: not an encoded corpus",
+        "check.json",
+    ),
+    Case(
+        "check: learned positions shorter than the data",
+        cmd("check", settings=lambda w, t: write(t, "s.json", json.dumps(learned_positions(4)))),
+        "experiments.toy.model.max_positions: 4 learned positions, but",
+        "check.json",
     ),
     # -- train ---------------------------------------------------------------------------------------
     Case(

@@ -137,6 +137,20 @@ def own_pair_one(counts, jobs, out) -> None:
     assert counts["train"] == 1 and all("my-small-ls0" not in j["output"] for j in jobs)
 
 
+def one_check(counts, jobs, out) -> None:
+    assert counts["check"] == 1 and "train" not in counts and counts["encode"] == 1  # its training data, no training
+
+
+def checks(counts, jobs, out) -> None:
+    assert counts["check"] == N_TRAINED_AS_TYPED and "train" not in counts
+
+
+def touch_plan(counts, jobs, out) -> None:
+    """--touch plans the jobs a run would, to mark their outputs done instead of running them."""
+    whole_study(counts, jobs, out)
+    assert counts["check"] == N_TRAINED_AS_TYPED
+
+
 def export(counts, jobs, out) -> None:
     assert counts["export"] == TABLE2 and "tables" not in counts
 
@@ -161,7 +175,15 @@ CHECKS = {
     OWN_PAIR + " table2 --config 'run=[my-small]'": own_pair_one,
     "snakemake --profile profiles/demo results/demo/base/test.zil --forcerun translate": demo_one_translation,
     "snakemake --cores 8 exports": export,
+    "snakemake --cores 2 results/base-en-de/check.json": one_check,
+    "snakemake --cores 2 checks": checks,
     "snakemake --cores 8 --rerun-triggers mtime params input": whole_study,
+    # upgrading a study begun with 0.3 (docs/troubleshooting.md), each planned here on a fresh clone;
+    # on a study trained under 0.3.0 the four were run for real (no training, the checkpoints' bytes kept)
+    "snakemake --cores 8 --profile slurm checks": checks,
+    "snakemake --cores 8 --profile slurm --rerun-triggers mtime params software-env code": slurm_study,
+    "snakemake --cores 8 --profile slurm --touch": touch_plan,
+    "snakemake --cores 8 --profile slurm -n": slurm_study,
 }
 # run for real rather than planned: --report on the demo in test_e2e.py, --unlock below
 NOT_PLANNED = {

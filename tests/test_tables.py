@@ -14,8 +14,9 @@ import pytest
 from conftest import ROOT, squeeze
 
 from aiayn.report.format import to_csv
-from aiayn.report.tables import build, markdown_document, paper_cost, write_table
+from aiayn.report.tables import add_directions, build, findings_line, markdown_document, paper_cost, write_table
 from aiayn.study import config as cfg
+from aiayn.study import paper
 from aiayn.study.grid import Study
 
 
@@ -39,6 +40,7 @@ def fabricate(
     precision="bf16",
     lines_scored=3003,
     pairs=4_500_000,
+    dev_ppl=4.9,
 ):
     folder = results / name
     folder.mkdir(parents=True)
@@ -69,7 +71,7 @@ def fabricate(
         }
         for s in (steps_done // 2, steps_done)
     ]
-    lines += [{"step": steps_done, "dev_ppl": 4.9, "dev_nll": 1.59}]
+    lines += [{"step": steps_done, "dev_ppl": dev_ppl, "dev_nll": 1.59}]
     (folder / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     if bleu is not None:
         score = {
@@ -107,7 +109,7 @@ def spec(name, bleu_paper, steps=100000, *, preset="base", model=None, eps_ls=0.
         "model": model or {"base": BASE, "big": BIG}[preset],
         "eps_ls": eps_ls,
         "paper": {"bleu": bleu_paper},
-        "scoring": {},
+        "scoring": {"moses_lang": "de", "compound_split": True, "sacrebleu_tokenize": "13a"},
         "preset": preset,
         "task": "translation",
         "pair": ["en", "de"],
@@ -172,6 +174,59 @@ def test_table3_changes_against_base(tmp_path):
     assert rows[1]["changes"] == "h=1, d_k=512, d_v=512" and rows[1]["status"] == "pending"
 
 
+def test_table3_says_which_variations_move_as_in_the_paper(tmp_path):
+    """Each variation's dev perplexity and dev BLEU against base, beside the paper's row against the
+    paper's base (Table 3: base 4.92 / 25.8), judged yes / partly / no, and summed up."""
+    base = {**spec("base-en-de", None, average=1), "row": "base", "testset": "newstest2013"}
+    base["paper"] = {"dev_ppl": 4.92, "dev_bleu": 25.8}
+
+    def variation(name, row, ppl, bleu):
+        return {**base, "name": name, "row": row, "paper": {"dev_ppl": ppl, "dev_bleu": bleu}}
+
+    specs = [
+        base,
+        variation("t3-A-h1", "A", 5.29, 24.9),  # the paper: both worse
+        variation("t3-D-ls0.0", "D", 4.67, 25.3),  # the paper: perplexity better, BLEU worse
+        variation("t3-A-h16", "A", 4.91, 25.8),  # the paper: perplexity better, BLEU unchanged
+        variation("t3-C-N8", "C", 4.88, 25.5),  # not run yet
+    ]
+    ours = {"base-en-de": (4.9, 25.5), "t3-A-h1": (5.4, 24.0), "t3-D-ls0.0": (4.5, 26.0), "t3-A-h16": (5.0, 25.6)}
+    for name, (ppl, bleu) in ours.items():
+        fabricate(tmp_path, name, "newstest2013", bleu, 100000, dev_ppl=ppl, lines_scored=3000)
+    rows = build(3, tmp_path, specs)
+    said = {r["experiment"]: r["as_paper"] for r in rows}
+    assert said == {
+        "base-en-de": "(base)",
+        "t3-A-h1": "yes: ppl worse as paper, BLEU worse as paper",
+        "t3-D-ls0.0": "partly: ppl better as paper, BLEU better (paper worse)",
+        "t3-A-h16": "no: ppl worse (paper better), BLEU better (paper: no change)",
+        "t3-C-N8": None,
+    }
+    h1 = rows[1]
+    assert (h1["dev_ppl_vs_base"], h1["paper_dev_ppl_vs_base"], h1["moves_as_paper"]) == ("worse", "worse", "yes")
+    assert findings_line(rows) == (
+        "\nDoes this study reproduce the paper's findings? 1 of 3 variations move as in the paper (dev perplexity "
+        "and dev BLEU against base; 1 partly), none tested for significance; 1 row(s) pending or without the "
+        "paper's figures.\n"
+    )
+    rows[1]["significant"], rows[2]["significant"], rows[3]["significant"] = "yes", "no", "yes"
+    add_directions(rows, specs)
+    assert rows[1]["as_paper"] == "yes: ppl worse as paper, BLEU worse as paper; BLEU significant"
+    assert rows[2]["as_paper"].endswith("; BLEU not significant")
+    assert "1 of 3 variations move as in the paper (dev perplexity and dev BLEU against base; 1 partly), 1 of them " \
+        "significantly (BLEU, p < 0.05)" in findings_line(rows)  # fmt: skip
+    md = squeeze(markdown_document(3, rows))
+    assert "| yes: ppl worse as paper, BLEU worse as paper; BLEU significant |" in md
+    assert "Does this study reproduce the paper's findings? 1 of 3 variations" in md
+
+
+def test_a_table3_without_a_base_row_judges_nothing(tmp_path):
+    h1 = {**spec("t3-A-h1", None, average=1), "row": "A", "testset": "newstest2013", "paper": {"dev_ppl": 5.29}}
+    fabricate(tmp_path, "t3-A-h1", "newstest2013", 24.0, 100000, lines_scored=3000)
+    (row,) = build(3, tmp_path, [h1])
+    assert row["as_paper"] is None and findings_line([row]) == ""
+
+
 def test_a_run_that_is_not_the_papers_setting_gets_no_delta_and_says_why(tmp_path):
     """The case of the issue: a 2-layer model of width 128 trained 700 updates, scored on 300 lines,
     once printed "27.3 | 25.47 | -1.83" as if it were the paper's base model."""
@@ -192,10 +247,11 @@ def test_each_papers_setting_difference_is_named(tmp_path):
     fabricate(tmp_path, "big-en-fr", "newstest2014", 41.0, 300000)
     fr = {**spec("big-en-fr", 41.8, 300000, preset="big", model={**BIG, "P_drop": 0.1}), "pair": ["en", "fr"]}
     fr["decode"] = {**fr["decode"], "beam": 5}
+    fr["scoring"] = {"moses_lang": "fr", "compound_split": False, "sacrebleu_tokenize": "13a"}
     (row,) = build(2, tmp_path, [{**fr, "average": 10}])
     # P_drop 0.1 is the paper's for big EN-FR (§6.1); beam, averaging and the EN-FR data size are not
     assert row["setting"] == (
-        "not comparable: beam 5 (paper 4), 10 checkpoint(s) averaged (paper 20), "
+        "not comparable: beam 5 (paper 4), 10 checkpoints averaged (paper 20), "
         "4,500,000 training pairs (paper ~36,000,000)"
     )
     de = spec("big-en-de", 28.4, 300000, preset="big", model={**BIG, "P_drop": 0.1})
@@ -204,6 +260,49 @@ def test_each_papers_setting_difference_is_named(tmp_path):
     assert other["setting"] == "not comparable: preset 'huge' is not one of the paper's (base, big, parser)"
     (unscored,) = build(2, tmp_path, [{**spec("big-en-fr", None)}])
     assert unscored["setting"] == "no paper figure for this row" and unscored["delta"] is None
+
+
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        ({"average": 1}, "no checkpoint averaging (paper 5)"),
+        ({"decode": {"beam": 1, "alpha": 0.6, "max_len_a": 1.0, "max_len_b": 50}}, "beam 1 (paper 4)"),
+        ({"decode": {"beam": 4, "alpha": 0.0, "max_len_a": 1.0, "max_len_b": 50}}, "alpha 0.0 (paper 0.6)"),
+        (
+            {"scoring": {"moses_lang": "de", "compound_split": False, "sacrebleu_tokenize": "13a"}},
+            "BLEU without compound splitting (paper with)",
+        ),
+        (
+            {"scoring": {"moses_lang": "en", "compound_split": True, "sacrebleu_tokenize": "13a"}},
+            "BLEU tokenized as en (paper: Moses -l de)",
+        ),
+    ],  # fmt: skip
+    ids=["no_averaging", "beam", "length_penalty", "no_compound_split", "tokenized_as_en"],
+)
+def test_an_evaluation_chain_off_the_papers_is_said_in_the_row_and_at_scoring(tmp_path, change, said):
+    """The five ways a figure misses the paper although the loss looks fine: no averaging, beam,
+    length penalty, tokenization; each in the row's setting and in the score step's one line."""
+    fabricate(tmp_path, "base-en-de", "newstest2014", 27.9, 100000)
+    exp = {**spec("base-en-de", 27.3), **change}
+    (row,) = build(2, tmp_path, [exp])
+    assert row["setting"] == f"not comparable: {said}" and row["delta"] is None
+    line = paper.chain_line({**exp, "table": 2})
+    assert (
+        line
+        == f"evaluation chain of base-en-de departs from the paper's Table 2 row: {said} (its table row says so too)"
+    )
+
+
+def test_the_papers_evaluation_chain_is_said_as_such():
+    line = paper.chain_line({**spec("base-en-de", 27.3), "table": 2})
+    assert line == (
+        "evaluation chain of base-en-de: the paper's Table 2 row's (beam 4, alpha 0.6, 5 checkpoints averaged, "
+        "BLEU Moses-tokenized -l de and compound-split)"
+    )
+    t3 = {**spec("base-en-de", None, average=1), "table": 3}
+    assert paper.chain_line(t3).endswith(
+        "(beam 4, alpha 0.6, no averaging, BLEU Moses-tokenized -l de and compound-split)"
+    )
 
 
 def test_table3_rows_are_compared_with_the_papers_variation_of_their_letter(tmp_path):

@@ -28,6 +28,7 @@ from aiayn.training.train import (
     rate,
     run,
 )
+from aiayn.training.watch import Watch
 
 
 # -- schedule and loss ----------------------------------------------------------------------------
@@ -285,6 +286,136 @@ def test_clip_norm_bounds_the_update_gradient(tmp_path):
     clipped = toy.make_trainer(tmp_path / "clipped", toy.settings(clip_norm=0.05))
     clipped.update()
     assert grad_norm(clipped.model) == pytest.approx(0.05, rel=1e-4)
+
+
+def test_the_gradient_norm_before_clipping_is_measured(tmp_path):
+    free = toy.make_trainer(tmp_path / "free", toy.settings(clip_norm=0.0))
+    norm = free.update()[-1]
+    assert float(norm) == pytest.approx(grad_norm(free.model), rel=1e-5)
+    clipped = toy.make_trainer(tmp_path / "clipped", toy.settings(clip_norm=0.05))
+    norm = clipped.update()[-1]
+    assert float(norm) == pytest.approx(grad_norm(free.model), rel=1e-5)  # the same first gradient, before clipping
+    assert grad_norm(clipped.model) == pytest.approx(0.05, rel=1e-4)
+
+
+def test_progress_records_and_lines_carry_the_gradient_norm(tmp_path):
+    lines = []
+    trainer = toy.make_trainer(tmp_path, toy.settings(steps=6, log_interval=3), log=lines.append)
+    assert run(trainer, False) == EXIT_DONE
+    progress = metrics.read(tmp_path / "metrics.jsonl").progress
+    assert [r["step"] for r in progress] == [3, 6]
+    assert all(0 < r["grad_norm"] <= r["grad_norm_max"] for r in progress)
+    said = [line for line in lines if line.startswith("step 3/6 ")]
+    assert said and f" gnorm {progress[0]['grad_norm']:.3g} " in said[0]
+
+
+def test_a_diverging_loss_is_said_once_with_its_step(tmp_path):
+    lines = []
+    # the toy task at 30x the paper's learning rate after 5 warmup updates: the loss jumps at once
+    settings = toy.settings(steps=40, warmup_steps=5, lr_scale=30.0, log_interval=5, checkpoint_interval=10)
+    assert run(toy.make_trainer(tmp_path, settings, log=lines.append), False) == EXIT_DONE  # finite: it goes on
+    warned = [line for line in lines if "diverges" in line]
+    assert len(warned) == 1
+    recorded = metrics.read(tmp_path / "metrics.jsonl").diverging
+    assert len(recorded) == 1
+    event = recorded[0]
+    assert warned[0].startswith(
+        f"warning: training diverges at step {event['step']}: the loss climbed to {event['mean']:.4g} (running mean; "
+        f"this update's {event['loss']:.4g}), "
+    )
+    assert 1 < event["step"] <= 5 and event["mean"] > 2 * event["lowest"] and event["mean"] > event["lowest"] + 1
+    assert f"at learning rate {event['lr']:.3e}, gradient norm {event['grad_norm']:.4g}" in warned[0]
+    assert event["lr"] == pytest.approx(rate(event["step"], 32, 5, 30.0))  # the rate that update trained at
+    assert "warmup" in warned[0] and "lr_scale" in warned[0] and "sqrt(d_k)" in warned[0]
+    assert metrics.summary(tmp_path / "metrics.jsonl")["diverging"] == event["step"]
+
+
+def test_a_resumed_run_does_not_say_it_again(tmp_path):
+    first, second = [], []
+    settings = toy.settings(steps=40, warmup_steps=5, lr_scale=30.0, log_interval=5, checkpoint_interval=10)
+    assert run(toy.make_trainer(tmp_path, settings, log=first.append), False, max_updates=20) == EXIT_DONE
+    assert sum("diverges" in line for line in first) == 1
+    assert run(toy.make_trainer(tmp_path, settings, log=second.append), False) == EXIT_DONE
+    assert any(line.startswith("resumed from step 20") for line in second)
+    assert not any("diverges" in line for line in second)
+    assert len(metrics.read(tmp_path / "metrics.jsonl").diverging) == 1
+
+
+def test_one_hard_batch_is_no_divergence():
+    """A lucky batch far under the mean, then a hard one far over it (the demo's no-smoothing run
+    at 1,000 tokens per update: 0.68 at update 120, 1.91 at 124, its mean near 2): the running mean
+    does not climb, nothing is said; a climb that lasts is."""
+    watch = Watch(torch.device("cpu"))
+    losses = [4.0, 3.0, 2.4, 2.2, 0.68, 2.1, 2.0, 1.91, 2.0, 3.0, 1.9]
+    for step, loss in enumerate(losses, 1):
+        watch.observe(step, torch.tensor(loss), 1e-3, torch.tensor(1.0))
+    assert watch.news() is None
+    for step in range(len(losses) + 1, len(losses) + 20):
+        watch.observe(step, torch.tensor(8.0), 1e-3, torch.tensor(50.0))
+    news = watch.news()
+    assert news is not None and news["loss"] == 8.0 and news["grad_norm"] == 50.0
+    assert news["mean"] > 2 * news["lowest"] and len(losses) < news["step"] < len(losses) + 10
+
+
+def test_a_run_near_zero_loss_is_not_said_to_diverge(tmp_path):
+    """A task learned to a loss of 1e-4 whose batches still cost 100x that now and then: many times
+    its minimum, far below a nat (aiayn.training.watch.MARGIN), no divergence."""
+    rng = np.random.default_rng(0)
+    src = [rng.integers(4, toy.VOCAB, size=rng.integers(2, 12)) for _ in range(200)]
+    (s_arrays, t_arrays) = toy.from_sequences(src, [np.array([5, 6, 7]) for _ in src])  # one answer to learn
+    binary.write(tmp_path / "train.bin", s_arrays, t_arrays, dtype=binary.token_dtype(toy.VOCAB),
+                 meta={"src_vocab": toy.VOCAB, "tgt_vocab": toy.VOCAB})  # fmt: skip
+    lines = []
+    settings = toy.settings(steps=200, warmup_steps=20, log_interval=10, checkpoint_interval=100, eps_ls=0.0)
+    trainer = toy.make_trainer(tmp_path, settings, log=lines.append)
+    assert run(trainer, False) == EXIT_DONE
+    losses = [r["loss"] for r in metrics.read(tmp_path / "metrics.jsonl").progress]
+    assert min(losses) < 1e-3 and max(losses[len(losses) // 2 :]) > 10 * float(trainer.watch.lowest)
+    assert not any("diverges" in line for line in lines)
+
+
+def test_a_nonfinite_loss_is_said_with_its_learning_rate_and_gradient_norm(tmp_path):
+    lines = []
+    trainer = toy.make_trainer(tmp_path, toy.settings(steps=10, log_interval=2), log=lines.append)
+    with torch.no_grad():
+        trainer.model.decoder[0].ffn.W_2.bias.fill_(float("nan"))
+    assert run(trainer, False) == EXIT_NONFINITE
+    warned = [line for line in lines if "diverges" in line]
+    assert len(warned) == 1 and warned[0].startswith("warning: training diverges at step 1: the loss is not finite")
+    assert "gradient norm nan" in warned[0]
+
+
+def test_tensorboard_events_beside_the_metrics(tmp_path):
+    accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    lines = []
+    trainer = toy.make_trainer(tmp_path, toy.settings(steps=8, log_interval=4, checkpoint_interval=4), log=lines.append)
+    trainer.files.tensorboard = tmp_path / "tensorboard"
+    assert run(trainer, False) == EXIT_DONE
+    assert (
+        f"TensorBoard: events in {tmp_path / 'tensorboard'} (tensorboard --logdir {tmp_path / 'tensorboard'})" in lines
+    )
+    events = accumulator.EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {"train/loss", "train/lr", "train/grad_norm", "train/tgt_tokens_per_s", "dev/ppl", "dev/nll"} <= tags
+    records = metrics.read(tmp_path / "metrics.jsonl")
+    assert [e.step for e in events.Scalars("train/grad_norm")] == [4, 8]
+    assert [e.value for e in events.Scalars("train/loss")] == pytest.approx([r["loss"] for r in records.progress])
+    assert [e.value for e in events.Scalars("dev/ppl")] == pytest.approx([r["dev_ppl"] for r in records.dev])
+
+
+def test_without_tensorboard_the_run_says_so_and_writes_none(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # import fails as without the package
+    lines = []
+    trainer = toy.make_trainer(tmp_path, toy.settings(steps=4, log_interval=2), log=lines.append)
+    trainer.files.tensorboard = tmp_path / "tensorboard"
+    assert run(trainer, False) == EXIT_DONE
+    said = [line for line in lines if line.startswith("TensorBoard:")]
+    assert said == [
+        f"TensorBoard: the tensorboard package is not installed, no event files in {tmp_path / 'tensorboard'} "
+        '(pip install "aiayn[tensorboard]" to watch the run there)'
+    ]
+    assert not (tmp_path / "tensorboard").exists()
 
 
 def test_loss_scaling_skips_an_overflowing_update_and_goes_on(tmp_path):

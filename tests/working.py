@@ -138,6 +138,10 @@ WORKING = {
         ],  # fmt: skip
         ["--out"],
     ),
+    "check": (
+        lambda w, o: ["--settings", w / "settings.json", "--train", w / "train.bin", "--out", o / "check.json"],
+        ["--out"],
+    ),
     "train": (
         lambda w, o: [
             "--settings",
@@ -253,8 +257,16 @@ WORKING = {
             o / "lr.png",
             "--attention",
             o / "a.png",
+            "--spm-tgt",
+            w / "spm-a.model",
+            "--dev-tgt",
+            w / "a.txt",
+            "--cross-attention",
+            o / "x.png",
+            "--diagonal",
+            o / "d.json",
         ],  # fmt: skip
-        ["--curves", "--lr-plot", "--attention"],
+        ["--curves", "--lr-plot", "--attention", "--cross-attention", "--diagonal"],
     ),
 }
 # what runs twice gives the same bytes (training, averaging and timing give the same model or table,

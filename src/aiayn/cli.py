@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 from typing import Iterator, MutableMapping, TextIO
 
-from aiayn import described
+from aiayn import commands, described
 from aiayn.errors import EXIT_USER, Stopped, explain
 from aiayn.io import appendable
 
@@ -39,6 +39,10 @@ COMMANDS = {
     "vocab": ("aiayn.commands.vocab", "train the sentencepiece vocabularies of a dataset"),
     "vocab-info": ("aiayn.commands.vocab_info", "a dataset's vocabularies against the sizes asked (vocab.json)"),
     "encode": ("aiayn.commands.encode", "encode aligned text into the binary training format"),
+    "check": (
+        "aiayn.commands.check",
+        "measure the paper's known failure modes on one experiment's model before training",
+    ),
     "train": ("aiayn.commands.train", "train one experiment; resumes from its newest checkpoint"),
     "average": ("aiayn.commands.average", "average the last K checkpoints of a run"),
     "select": ("aiayn.commands.select", "take the best candidate of a tuning grid on the dev set (§6.3)"),
@@ -117,6 +121,7 @@ def log_to(path: str) -> Iterator[TextIO]:
     terminal, saved_stderr, saved_fd = sys.stdout, sys.stderr, os.dup(2)
     os.dup2(log.fileno(), 2)
     sys.stderr = log
+    commands.DETAIL_LOG = log
     try:
         same = os.path.samestat(os.fstat(terminal.fileno()), os.fstat(log.fileno()))
     except (OSError, ValueError):
@@ -131,6 +136,7 @@ def log_to(path: str) -> Iterator[TextIO]:
             if isinstance(sys.stdout, _Tee) and sys.stdout.pending:  # a last line without its newline
                 sys.stdout.write("\n")
         sys.stdout, sys.stderr = terminal, saved_stderr
+        commands.DETAIL_LOG = None
         os.dup2(saved_fd, 2)
         os.close(saved_fd)
         with contextlib.suppress(OSError):

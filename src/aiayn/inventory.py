@@ -127,6 +127,11 @@ COMMANDS: dict[str, dict[str, Check]] = {
         "--threads": NUMBER,
         "--chunk": NUMBER,
     },
+    "check": {
+        "--settings": file("experiment settings"),
+        "--train": file("encoded corpus"),
+        "--out": OUTPUT,
+    },
     "train": {
         "--settings": file("experiment settings"),
         "--train": file("encoded corpus"),
@@ -136,6 +141,7 @@ COMMANDS: dict[str, dict[str, Check]] = {
         "--checkpoints": Check("folder", "aiayn.runtime.checkpoint.newest_readable"),
         "--out": OUTPUT,
         "--metrics": APPENDED,
+        "--tensorboard": Check("folder", "aiayn.training.board.Board"),
         "--device": text("aiayn.runtime.device.choose_device"),
         "--max-updates": NUMBER,
         "--stop-margin": NUMBER,
@@ -171,6 +177,7 @@ COMMANDS: dict[str, dict[str, Check]] = {
         "--hyp": file("text"),
         "--ref": file("text"),
         "--scoring": settings("scoring+pair_scoring"),
+        "--paper-row": text("aiayn.commands.evaluation_chain"),
         "--expect-lines": NUMBER,
         "--out": OUTPUT,
     },
@@ -202,6 +209,10 @@ COMMANDS: dict[str, dict[str, Check]] = {
         "--curves": OUTPUT,
         "--lr-plot": OUTPUT,
         "--attention": OUTPUT,
+        "--spm-tgt": file("sentencepiece model"),
+        "--dev-tgt": file("text"),
+        "--cross-attention": OUTPUT,
+        "--diagonal": OUTPUT,
     },
     "export": {
         "--model": file("checkpoint"),

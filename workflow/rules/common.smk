@@ -136,6 +136,12 @@ def get_dev_src(wildcards):
     )
 
 
+def get_dev_tgt(wildcards):
+    return LAYOUT.text(
+        get_dataset(wildcards), STUDY.dev_set(wildcards.experiment), "tgt"
+    )
+
+
 def get_decoded_model(wildcards):
     """The model `wildcards.experiment` decodes `wildcards.testset` with: averaged or final."""
     which = STUDY.model_for(wildcards.experiment, wildcards.testset)

@@ -48,9 +48,11 @@ rule score:
         task=lambda w: STUDY.experiment(w.experiment)["task"],
         expect=get_expect_lines,
         scoring=lambda w: json.dumps(STUDY.bleu_scoring(get_dataset(w))),
+        chain=lambda w: json.dumps(STUDY.evaluation_chain(w.experiment, w.testset)),
     shell:
         "python -m aiayn score --task {params.task:q} --hyp {input.hyp:q} --ref {input.ref:q}"
-        " --scoring {params.scoring:q} {params.expect:q} --out {output:q} >> {log:q} 2>&1"
+        " --scoring {params.scoring:q} --paper-row {params.chain:q} {params.expect:q} --out {output:q}"
+        " >> {log:q} 2>&1"
 
 
 # Selection on the dev set (§6.3): an experiment with a `tune` grid is not trained itself; its

@@ -67,7 +67,9 @@ rule figures:
         model=LAYOUT.final_checkpoint("{experiment}"),
         seed_models=get_seed_models,  # the row's other seeds, whose dev perplexity is drawn too
         spm_src=get_spm_src,
+        spm_tgt=get_spm_tgt,
         dev_src=get_dev_src,
+        dev_tgt=get_dev_tgt,
     output:
         curves=report(
             LAYOUT.figure("{experiment}", "learning_curves.png"),
@@ -87,6 +89,13 @@ rule figures:
             category="Attention",
             subcategory="{experiment}",
         ),
+        cross=report(
+            LAYOUT.figure("{experiment}", "cross_attention.png"),
+            caption="../report/cross_attention.rst",
+            category="Attention",
+            subcategory="{experiment}",
+        ),
+        diagonal=LAYOUT.figure("{experiment}", "diagonal.json"),
     log:
         LAYOUT.log("figures", "{experiment}"),
     conda:
@@ -98,4 +107,5 @@ rule figures:
         "python -m aiayn figures --name {wildcards.experiment:q} --metrics {params.metrics:q} --model {input.model:q}"
         " --seed-metrics {params.seeds:q}"
         " --spm-src {input.spm_src:q} --dev-src {input.dev_src:q} --curves {output.curves:q} --lr-plot {output.lr:q}"
-        " --attention {output.attention:q} >> {log:q} 2>&1"
+        " --attention {output.attention:q} --spm-tgt {input.spm_tgt:q} --dev-tgt {input.dev_tgt:q}"
+        " --cross-attention {output.cross:q} --diagonal {output.diagonal:q} >> {log:q} 2>&1"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 
 from aiayn.errors import UserError
 from aiayn.study import config
@@ -41,6 +42,25 @@ def settings_list(text: str, option: str, name: str) -> list[dict]:
         if not isinstance(item, dict):
             raise UserError(f"{option}[{i}]: expected a JSON object, got {json.dumps(item)}")
     return [config.complete(name, item, f"{option}[{i}]") for i, item in enumerate(items)]
+
+
+CHAIN_KEYS = ("table", "preset", "task", "decode", "average")
+
+
+def evaluation_chain(text: str, option: str) -> dict | None:
+    """A JSON option holding a row's evaluation chain (Study.evaluation_chain), or null: an object
+    with CHAIN_KEYS, table 2, 3 or 4, its decode settings checked against the schema."""
+    row = load_json(text, option)
+    if row is None:
+        return None
+    missing = [k for k in CHAIN_KEYS if not isinstance(row, dict) or k not in row]
+    if missing:
+        raise UserError(
+            f"{option}: expected null or an object with {', '.join(CHAIN_KEYS)}; lacks {', '.join(missing)}"
+        )
+    if row["table"] not in (2, 3, 4) or not isinstance(row["decode"], dict):
+        raise UserError(f"{option}: table must be 2, 3 or 4 and decode an object, got {text}")
+    return {**row, "decode": config.complete("decode", row["decode"], f"{option}'s decode")}
 
 
 def at_least(low: int):
@@ -78,3 +98,14 @@ def finite_at_least(low: float):
 def say(message: str) -> None:
     """What a command logs: a line on stdout, flushed at once (the rule's log file shows progress)."""
     print(message, flush=True)
+
+
+# the log of `--log-to FILE` while a command runs with it (set by aiayn.cli.log_to), else None
+DETAIL_LOG = None
+
+
+def say_to_log(message: str) -> None:
+    """A detail a command logs: a line in its log only when it runs with --log-to (a rule's job,
+    whose terminal shows the progress lines), on stdout otherwise; never on stderr, which keeps to
+    a failure's one line."""
+    print(message, file=DETAIL_LOG or sys.stdout, flush=True)

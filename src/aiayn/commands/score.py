@@ -6,7 +6,7 @@ parsing: EVALB (COLLINS.prm) of the restored parses against the gold trees (--re
 
 from __future__ import annotations
 
-from aiayn.commands import at_least, say, settings
+from aiayn.commands import at_least, evaluation_chain, say, settings
 from aiayn.evaluation.score import score_file
 
 
@@ -28,6 +28,12 @@ def add_arguments(parser):
     parser.add_argument(
         "--expect-lines", type=at_least(1), help="the test set's number of lines (guards against a partial set)"
     )
+    parser.add_argument(
+        "--paper-row",
+        default="null",
+        help="JSON: the row's evaluation chain (table, preset, task, pair, decode, average, scoring; "
+        "Study.evaluation_chain): one log line says where it departs from the paper's row (null: no row)",
+    )
     parser.add_argument("--out", required=True, help="scores (JSON)")
 
 
@@ -39,6 +45,7 @@ def run(args) -> int:
         args.out,
         scoring=settings(args.scoring, "--scoring", ("scoring", "pair_scoring")),
         expect_lines=args.expect_lines,
+        chain=evaluation_chain(args.paper_row, "--paper-row"),
         log=say,
     )
     return 0

@@ -21,6 +21,12 @@ def add_arguments(parser):
     parser.add_argument("--checkpoints", required=True, help="folder of step checkpoints (resumed from)")
     parser.add_argument("--out", required=True, help="final checkpoint, written when training is done")
     parser.add_argument("--metrics", help="JSON-lines metrics (default: metrics.jsonl beside --checkpoints)")
+    parser.add_argument(
+        "--tensorboard",
+        metavar="FOLDER",
+        help="TensorBoard events, where the tensorboard package is installed (default: tensorboard/ beside "
+        "--checkpoints; nothing without the package)",
+    )
     parser.add_argument("--device", default="auto", help="auto (GPU of this rank if any, else CPU), cpu, cuda:N")
     parser.add_argument("--max-updates", type=at_least(1), help="stop after this many updates of this run (for tests)")
     parser.add_argument(
@@ -47,4 +53,5 @@ def run(args) -> int:
         device=args.device,
         max_updates=args.max_updates,
         stop_margin=args.stop_margin,
+        tensorboard=args.tensorboard,
     )

@@ -24,6 +24,7 @@ from aiayn.evaluation import moses
 from aiayn.parsing.evalb import gold_error_lines, score_parses
 from aiayn.runtime import records
 from aiayn.runtime.lines import read_lines
+from aiayn.study import paper
 
 COMPOUND = re.compile(rb"(\S)-(\S)")
 ASCII_SPACE = re.compile(r"[ \t\n\r\f\v]+")  # perl's \s on bytes, as multi-bleu.perl reads its files
@@ -161,11 +162,23 @@ def paired_bootstrap_p(ref: list[str], base: list[str], system: list[str], sampl
 
 
 def score_file(
-    task: str, hyp_path, ref_path, out, *, scoring: dict, expect_lines: int | None = None, log=print
+    task: str,
+    hyp_path,
+    ref_path,
+    out,
+    *,
+    scoring: dict,
+    expect_lines: int | None = None,
+    chain: dict | None = None,
+    log=print,
 ) -> dict:
     """Score one decoded test set and write the scores (JSON): for translation both BLEU protocols
     and chrF (`scoring`: moses_lang, compound_split, sacrebleu_tokenize), for parsing EVALB of the
-    restored parses against the gold trees. Returns the scores."""
+    restored parses against the gold trees. `chain`, the run's row (Study.evaluation_chain), gets
+    one log line: its decoding, averaging and BLEU tokenization against the paper's row. Returns the
+    scores."""
+    if chain is not None:
+        log(paper.chain_line(chain))
     translation = task != "parsing"
     # a byte-order mark is text to tokenizer.perl and to sacreBLEU's command line: the protocol keeps it
     hyp, ref = (list(read_lines(p, keep_bom=translation)) for p in (hyp_path, ref_path))

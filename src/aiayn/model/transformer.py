@@ -58,9 +58,12 @@ class Embedding(nn.Module):
         return self.dropout(x + pos.to(x.dtype))
 
 
-def attention_weights(q: Tensor, k: Tensor, mask: Tensor | None = None, causal: bool = False) -> Tensor:
-    """softmax(Q K^T / sqrt(d_k)) with masked positions at zero weight (§3.2.1). (B, h, T, S)."""
-    scores = q @ k.transpose(-1, -2) / math.sqrt(q.size(-1))  # (B, h, T, S)
+def attention_weights(
+    q: Tensor, k: Tensor, mask: Tensor | None = None, causal: bool = False, scale: float | None = None
+) -> Tensor:
+    """softmax(Q K^T · scale), masked positions at weight 0 (§3.2.1; scale 1/sqrt(d_k) unless given): (B, h, T, S)."""
+    scale = 1 / math.sqrt(q.size(-1)) if scale is None else scale
+    scores = q @ k.transpose(-1, -2) * scale  # (B, h, T, S)
     if causal:
         T, S = scores.shape[-2:]
         scores = scores.masked_fill(torch.ones(T, S, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
@@ -88,6 +91,7 @@ class MultiHeadAttention(nn.Module):
         self.W_v = nn.Linear(cfg.d_model, cfg.h * cfg.d_v, bias=bias)
         self.W_o = nn.Linear(cfg.h * cfg.d_v, cfg.d_model, bias=bias)
         self.P_drop_attn = cfg.P_drop_attn
+        self.scale = 1 / math.sqrt(cfg.d_k)  # §3.2.1: "we scale the dot products by 1/sqrt(d_k)"
         self.recorded: list[torch.Tensor] | None = None  # set to [] to keep attention weights (figures)
 
     def split(self, x: Tensor, width: int) -> Tensor:
@@ -101,10 +105,15 @@ class MultiHeadAttention(nn.Module):
         """q (B, h, T, d_k), k (B, h, S, d_k), v (B, h, S, d_v); mask broadcastable to (B, h, T, S), True = attend."""
         p = self.P_drop_attn if self.training else 0.0
         if self.recorded is not None:  # the same weights, computed in the open for inspection
-            self.recorded.append(attention_weights(q, k, mask, causal).detach())
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal)  # (B, h, T, d_v)
+            self.recorded.append(attention_weights(q, k, mask, causal, self.scale).detach())
+        out = self.kernel(q, k, v, mask, causal, p)  # (B, h, T, d_v)
         B, _, T, _ = out.shape
         return self.W_o(out.transpose(1, 2).reshape(B, T, self.h * self.d_v))  # (B, T, d_model)
+
+    def kernel(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, p: float = 0.0) -> Tensor:
+        """softmax(Q K^T / sqrt(d_k)) V, masked (and dropped out at rate p), by torch's fused kernel.
+        (The check stage passes V = I to read the weights it computes: aiayn.training.check.)"""
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal, scale=self.scale)
 
     def forward(self, x: Tensor, memory: Tensor, mask: Tensor | None = None, causal: bool = False) -> Tensor:
         q = self.split(self.W_q(x), self.d_k)
@@ -329,3 +338,19 @@ def encoder_attention(model: Transformer, tokens: list[int]) -> Tensor:
         return layer.recorded[0][0]  # (h, S, S)
     finally:
         layer.recorded = None
+
+
+@torch.no_grad()
+def cross_attention(model: Transformer, src: list[int], tgt_in: list[int]) -> list[Tensor]:
+    """Every decoder layer's encoder-decoder attention weights for one sentence pair, the target
+    fed as in training (teacher forcing; `tgt_in` starts with BOS, `src` ends with EOS): a list of
+    (h, T, S), one per layer, row i the source distribution read to predict target token i."""
+    layers = [layer.cross_attn for layer in model.decoder]
+    for attn in layers:
+        attn.recorded = []
+    try:
+        model(torch.tensor([src]), torch.tensor([tgt_in]))
+        return [attn.recorded[0][0] for attn in layers]
+    finally:
+        for attn in layers:
+            attn.recorded = None

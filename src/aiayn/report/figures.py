@@ -1,4 +1,4 @@
-"""Figures of the report: learning curves, the learning-rate schedule, throughput, attention maps
+"""Figures of the report: learning curves, the gradient norm, the learning-rate schedule, throughput, attention maps
 (the paper's Figures 3-5), and the one way every figure of the package is drawn and saved
 (`pyplot`, `save`: matplotlib without a display, written as PNG atomically)."""
 
@@ -7,12 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from aiayn.data import vocab
-from aiayn.data.binary import EOS
+from aiayn.data.binary import BOS, EOS
 from aiayn.errors import UserError
 from aiayn.io import atomic_path, atomic_paths
-from aiayn.model.transformer import encoder_attention
+from aiayn.model.transformer import cross_attention, encoder_attention
 from aiayn.runtime import checkpoint as ckpt
-from aiayn.runtime import metrics
+from aiayn.runtime import metrics, records
 from aiayn.runtime.lines import read_lines
 
 
@@ -34,11 +34,14 @@ def save(fig, out, dpi: int = 90) -> None:
 
 
 def learning_curves(path, out, title: str, seeds: tuple = ()) -> None:
-    """Train loss and dev perplexity by update, loss by wall time and throughput of the run at
-    `path`; `seeds`: the metrics of its row's other seeds, whose dev perplexity is drawn beside it."""
+    """Train loss and dev perplexity by update; the gradient norm before clipping beside the
+    learning rate by update (the update where the loss diverged marked, aiayn.training.watch); loss
+    by wall time; throughput. `seeds`: the metrics of its row's other seeds, whose dev perplexity
+    is drawn beside the run's."""
     records = metrics.read(path)
     progress, dev = records.progress, records.dev
-    fig, axes = pyplot().subplots(1, 3, figsize=(13, 3.6))
+    fig, grid = pyplot().subplots(2, 2, figsize=(11, 7))
+    axes = grid.flatten()
     steps = [r["step"] for r in progress]
     axes[0].plot(steps, [r["loss"] for r in progress], label="train loss (label-smoothed)")
     axes[0].set_xlabel("update")
@@ -56,15 +59,41 @@ def learning_curves(path, out, title: str, seeds: tuple = ()) -> None:
     # one legend for both axes: the dev line lives on the twin axis, whose handles legend() alone misses
     lines = axes[0].get_lines() + ax2.get_lines()
     axes[0].legend(lines, [line.get_label() for line in lines], loc="upper right", fontsize=8)
-    axes[1].plot([r["hours"] for r in progress], [r["loss"] for r in progress])
-    axes[1].set_xlabel("wall time (h)")
-    axes[1].set_ylabel("train loss")
-    axes[2].plot(steps, [r["tgt_tokens_per_s"] for r in progress])
-    axes[2].set_xlabel("update")
-    axes[2].set_ylabel("target tokens / s")
+    gradient_norm(axes[1], records)
+    axes[2].plot([r["hours"] for r in progress], [r["loss"] for r in progress])
+    axes[2].set_xlabel("wall time (h)")
+    axes[2].set_ylabel("train loss")
+    axes[3].plot(steps, [r["tgt_tokens_per_s"] for r in progress])
+    axes[3].set_xlabel("update")
+    axes[3].set_ylabel("target tokens / s")
     fig.suptitle(title)
     fig.tight_layout()
     save(fig, out)
+
+
+def gradient_norm(ax, records) -> None:
+    """The gradient norm before clipping (the log interval's mean and largest) on a log scale, the
+    learning rate on a twin axis, and the update where the loss diverged, if it did."""
+    logged = [r for r in records.progress if r.get("grad_norm") is not None]
+    if logged:
+        steps = [r["step"] for r in logged]
+        ax.plot(steps, [r["grad_norm"] for r in logged], color="C2", label="gradient norm (mean of interval)")
+        ax.plot(steps, [r["grad_norm_max"] for r in logged], ":", color="C2", label="gradient norm (largest)")
+        ax.set_yscale("log")
+    else:
+        ax.text(0.5, 0.5, "no gradient norm recorded\n(a run of aiayn 0.3)", ha="center", va="center",
+                transform=ax.transAxes)  # fmt: skip
+    ax.set_xlabel("update")
+    ax.set_ylabel("gradient norm before clipping")
+    lr = ax.twinx()
+    lr.plot(
+        [r["step"] for r in records.progress], [r["lr"] for r in records.progress], color="C3", label="learning rate"
+    )
+    lr.set_ylabel("learning rate")
+    for event in records.diverging:
+        ax.axvline(event["step"], color="red", linestyle="--", label=f"loss diverged (update {event['step']})")
+    lines = ax.get_lines() + lr.get_lines()
+    ax.legend(lines, [line.get_label() for line in lines], loc="upper right", fontsize=7)
 
 
 def schedule(settings: dict) -> tuple[list[int], list[float]]:
@@ -116,20 +145,102 @@ def attention_maps(weights, src_tokens: list[str], out, title: str, heads: int =
     save(fig, out)
 
 
+# a uniform attention's distance from the diagonal: E|u - v| of two independent uniforms
+UNIFORM_DISTANCE = 1 / 3
+DIAGONAL_PAIRS = 50  # dev pairs the distance is averaged over
+
+
+def diagonal_distance(weights) -> float:
+    """How far one layer's encoder-decoder attention (h, T, S) lies from the diagonal: over heads and
+    target positions i, the expected |j / (S - 1) - i / (T - 1)| of the source position j attended
+    (positions as fractions of their sentence). 0 on the diagonal, 1/3 for uniform attention; a
+    language pair whose word order differs (EN-DE's verb-final clauses) lies off it in places."""
+    import torch
+
+    _, T, S = weights.shape
+    i = torch.arange(T, dtype=torch.float64) / max(T - 1, 1)
+    j = torch.arange(S, dtype=torch.float64) / max(S - 1, 1)
+    return float((weights.double() * (j[None, :] - i[:, None]).abs()).sum(-1).mean())
+
+
+def cross_attention_maps(layers, src_pieces, tgt_pieces, distances: list[float], out, title: str) -> None:
+    """One panel per decoder layer: its encoder-decoder attention (mean over heads) for one dev pair,
+    a row per target token predicted, a column per source token; each panel's title its layer's
+    distance from the diagonal over the dev pairs measured."""
+    n = len(layers)
+    fig, axes = pyplot().subplots(1, n, figsize=(3.4 * n + 1.6, 4.2))
+    axes = [axes] if n == 1 else list(axes)
+    image = None
+    for k, (ax, weights) in enumerate(zip(axes, layers)):
+        image = ax.imshow(weights.mean(0).numpy(), cmap="viridis", vmin=0, vmax=1)
+        ax.set_xticks(range(len(src_pieces)), src_pieces, rotation=90, fontsize=6)
+        ax.set_yticks(range(len(tgt_pieces)), tgt_pieces, fontsize=6)
+        ax.set_title(f"layer {k + 1}: distance {distances[k]:.3f}", fontsize=8)
+        ax.set_xlabel("source (key)", fontsize=7)
+        if k == 0:
+            ax.set_ylabel("target predicted (query)", fontsize=7)
+    fig.suptitle(f"{title} (distance from the diagonal: 0 on it, {UNIFORM_DISTANCE:.3f} uniform)")
+    fig.tight_layout()
+    fig.colorbar(image, ax=axes, shrink=0.8, label="attention weight (mean over heads)")
+    save(fig, out)
+
+
+def dev_pairs(sp_src, sp_tgt, dev_src, dev_tgt, longest: int = 100) -> list[tuple[list[int], list[int], int]]:
+    """(source ids, target ids, line) of the dev pairs of 1 to `longest` pieces a side, in file order."""
+    sources, targets = list(read_lines(dev_src)), list(read_lines(dev_tgt))
+    if len(sources) != len(targets):
+        raise UserError(f"{dev_src} has {len(sources)} lines, {dev_tgt} {len(targets)}: not one dev set")
+    pairs = zip(vocab.to_ids(sp_src, sources), vocab.to_ids(sp_tgt, targets))
+    return [(s, t, n + 1) for n, (s, t) in enumerate(pairs) if 1 <= len(s) <= longest and 1 <= len(t) <= longest]
+
+
+def diagonal_record(model, pairs) -> dict:
+    """Per decoder layer, the distance from the diagonal averaged over the first DIAGONAL_PAIRS `pairs`."""
+    measured = [
+        [diagonal_distance(w) for w in cross_attention(model, s + [EOS], [BOS] + t)]
+        for s, t, _ in pairs[:DIAGONAL_PAIRS]
+    ]
+    layers = len(measured[0]) if measured else 0
+    return {
+        "pairs": len(measured),
+        "uniform": UNIFORM_DISTANCE,
+        "layers": [{"layer": k + 1, "distance": sum(m[k] for m in measured) / len(measured)} for k in range(layers)],
+    }
+
+
 def write_figures(
-    name: str, metrics_path, model_path, spm_src, dev_src, *, curves, lr_plot, attention, seeds: tuple = ()
+    name: str,
+    metrics_path,
+    model_path,
+    spm_src,
+    dev_src,
+    *,
+    curves,
+    lr_plot,
+    attention,
+    spm_tgt=None,
+    dev_tgt=None,
+    cross=None,
+    diagonal=None,
+    seeds: tuple = (),
 ) -> None:
     """One experiment's learning curves (with the dev perplexity of its row's other `seeds`: their
-    metrics files), learning-rate schedule (from its metrics) and the encoder self-attention of its
-    model on the first dev sentence of 5-25 pieces (last layer, first heads)."""
+    metrics files), gradient norm and learning-rate schedule (from its metrics), the encoder
+    self-attention of its model on the first dev sentence of 5-25 pieces (last layer, first heads)
+    and, given the dev targets, the encoder-decoder attention of every layer on that pair
+    (`cross`) with each layer's distance from the diagonal over the first dev pairs (`diagonal`, JSON)."""
+    given = (spm_tgt, dev_tgt, cross, diagonal)
+    if any(given) and not all(given):
+        raise UserError("--spm-tgt, --dev-tgt, --cross-attention and --diagonal go together: give all four or none")
     for path in (metrics_path, *seeds):
         if not Path(path).exists() and not Path(path).is_symlink():
             raise UserError(f"{path}: no metrics file; the run's training writes it")
-    with atomic_paths(curves, lr_plot, attention) as (tmp_curves, tmp_lr, tmp_attention):  # all three, or none
-        learning_curves(metrics_path, tmp_curves, f"{name}: training", seeds=tuple(seeds))
+    wanted = [curves, lr_plot, attention] + ([cross, diagonal] if cross else [])
+    with atomic_paths(*wanted) as tmp:  # all of them, or none
+        learning_curves(metrics_path, tmp[0], f"{name}: training", seeds=tuple(seeds))
         state = ckpt.load(model_path)
-        vocab.check_model(state, model_path, {"src": spm_src})
-        learning_rate(metrics_path, tmp_lr, f"{name}: learning rate (§5.3)", settings=state.get("settings"))
+        vocab.check_model(state, model_path, {"src": spm_src, **({"tgt": spm_tgt} if spm_tgt else {})})
+        learning_rate(metrics_path, tmp[1], f"{name}: learning rate (§5.3)", settings=state.get("settings"))
         model = ckpt.rebuild(state).eval()
         sp = vocab.load(spm_src)
         lines = list(read_lines(dev_src))
@@ -138,4 +249,18 @@ def write_figures(
         ids = next((x for x in vocab.to_ids(sp, lines) if 5 <= len(x) <= 25), vocab.to_ids(sp, lines[:1])[0])
         pieces = [sp.IdToPiece(i) for i in ids] + ["</s>"]
         weights = encoder_attention(model, ids + [EOS])
-        attention_maps(weights, pieces, tmp_attention, f"{name}: encoder self-attention, last layer")
+        attention_maps(weights, pieces, tmp[2], f"{name}: encoder self-attention, last layer")
+        if cross:
+            sp_tgt = vocab.load(spm_tgt)
+            pairs = dev_pairs(sp, sp_tgt, dev_src, dev_tgt)
+            if not pairs:
+                raise UserError(f"{dev_src}, {dev_tgt}: no dev pair to draw the encoder-decoder attention of")
+            record = diagonal_record(model, pairs)
+            s, t, line = next(((s, t, n) for s, t, n in pairs if 5 <= len(s) <= 25 and 5 <= len(t) <= 25), pairs[0])
+            layers = cross_attention(model, s + [EOS], [BOS] + t)
+            src_pieces = [sp.IdToPiece(i) for i in s] + ["</s>"]
+            tgt_pieces = [sp_tgt.IdToPiece(i) for i in t] + ["</s>"]
+            distances = [entry["distance"] for entry in record["layers"]]
+            title = f"{name}: encoder-decoder attention, dev line {line}"
+            cross_attention_maps(layers, src_pieces, tgt_pieces, distances, tmp[3], title)
+            records.write(tmp[4], "diagonal", {**record, "drawn_line": line})

@@ -18,12 +18,12 @@ from aiayn.evaluation import baselines
 from aiayn.evaluation.replicates import SIGNIFICANCE, mean_and_spread, stratified_ar_p
 from aiayn.evaluation.score import paired_bootstrap_p
 from aiayn.io import atomic_paths, readable
-from aiayn.report import paper
 from aiayn.report.format import footer, to_csv, to_markdown
 from aiayn.runtime import metrics, records
 from aiayn.runtime.hardware import PEAKS, gpu_model, peak_flops
 from aiayn.runtime.lines import read_lines
 from aiayn.study import config as cfg
+from aiayn.study import paper
 from aiayn.study.grid import TABLE_SPEC_KEYS, Study
 from aiayn.study.layout import Layout
 
@@ -252,7 +252,86 @@ def row3(layout: Layout, exp: dict, base: dict | None) -> dict:
         "p_value_vs_base": None,
         "test": None,
         "significant": None,
+        "as_paper": None,
     }
+
+
+# Table 3's figures compared with base: the figure, and whether lower is better
+DIRECTIONS = (("dev_ppl", "ppl", True), ("dev_bleu", "BLEU", False))
+
+
+def direction(value: float | None, base: float | None, lower_is_better: bool) -> str | None:
+    """ "better", "worse" or "same" of `value` against `base` (None when either is missing)."""
+    if value is None or base is None:
+        return None
+    if abs(value - base) < 1e-9:
+        return "same"
+    return "better" if (value < base) == lower_is_better else "worse"
+
+
+def add_directions(rows: list[dict], experiments: list[dict]) -> None:
+    """Table 3's `as_paper`: for each variation, whether it moved dev perplexity and dev BLEU against
+    the base row the way the paper's row moved against the paper's base (worse or better), and
+    whether the test finds its BLEU difference significant. "yes" when every figure the paper moved
+    moved the same way here, "no" when none did, "partly" otherwise; the CSV has each direction
+    (`<figure>_vs_base`, `paper_<figure>_vs_base`)."""
+    pairs = list(zip(experiments, rows))
+    base = next(((e, r) for e, r in pairs if e.get("row") == "base"), None)
+    for exp, row in pairs:
+        for key, _, lower in DIRECTIONS:
+            row[f"{key}_vs_base"] = row[f"paper_{key}_vs_base"] = None
+        row["moves_as_paper"] = None
+        if base is None or exp is base[0]:
+            row["as_paper"] = "(base)" if base is not None else None
+            continue
+        said, agree, compared = [], 0, 0
+        for key, label, lower in DIRECTIONS:
+            ours = direction(row[key], base[1][key], lower)
+            theirs = direction(exp["paper"].get(key), base[0]["paper"].get(key), lower)
+            row[f"{key}_vs_base"], row[f"paper_{key}_vs_base"] = ours, theirs
+            if ours is None or theirs is None:
+                continue
+            if theirs == "same":
+                said.append(f"{label} {ours} (paper: no change)")
+                continue
+            compared += 1
+            agree += ours == theirs
+            said.append(f"{label} {ours}" + (" as paper" if ours == theirs else f" (paper {theirs})"))
+        if not compared:
+            row["as_paper"] = None
+            continue
+        verdict = "yes" if agree == compared else "no" if agree == 0 else "partly"
+        row["moves_as_paper"] = verdict
+        significance = {"yes": "; BLEU significant", "no": "; BLEU not significant"}.get(row.get("significant"), "")
+        row["as_paper"] = f"{verdict}: {', '.join(said)}{significance}"
+
+
+def findings_line(rows: list[dict]) -> str:
+    """The sum of Table 3's `as_paper`: how many variations move as in the paper, how many significantly."""
+    judged = [r for r in rows if r.get("moves_as_paper")]
+    if not judged:
+        return ""
+    yes = [r for r in judged if r["moves_as_paper"] == "yes"]
+    partly = sum(r["moves_as_paper"] == "partly" for r in judged)
+    significant = sum(r.get("significant") == "yes" for r in yes)
+    tested = any(r.get("significant") for r in judged)
+    line = (
+        f"\nDoes this study reproduce the paper's findings? {len(yes)} of {len(judged)} variations move as in the paper"
+    )
+    line += (
+        f" (dev perplexity and dev BLEU against base; {partly} partly)"
+        if partly
+        else " (dev perplexity and dev BLEU against base)"
+    )
+    line += (
+        f", {significant} of them significantly (BLEU, p < {SIGNIFICANCE:g})"
+        if tested
+        else ", none tested for significance"
+    )
+    waiting = sum(1 for r in rows if r.get("as_paper") is None)
+    if waiting:
+        line += f"; {waiting} row(s) pending or without the paper's figures"
+    return line + ".\n"
 
 
 def table4(layout: Layout, experiments: list[dict]) -> list[dict]:
@@ -296,7 +375,7 @@ SEEDS_NOTE = (
 
 SETTING_NOTE = (
     "\nsetting: \"the paper's\" when the run is the paper's setting of its row (model, updates and tokens per "
-    "update, decoding, checkpoint averaging, test set and its size, training data size, aiayn.report.paper); "
+    "update, decoding, checkpoint averaging, test set and its size, training data size, aiayn.study.paper); "
     "otherwise "
     "what differs, and no delta against the paper is printed.\n"
 )
@@ -347,7 +426,7 @@ COLUMNS = {
         "dataset", "testset", "lines", "preset", "updates", "tgt_tokens_per_update", "hardware", "averaged_steps",
         "device_hours", "cost_flops_paper_formula", "model_flops", "mfu"],
     3: ["row", "experiment", "status", "changes", "setting", "updates", "seeds", "dev_ppl", "dev_ppl_s_sel",
-        "paper_dev_ppl", "dev_bleu", "dev_bleu_s_sel", "paper_dev_bleu", "params_M", "paper_params_M",
+        "paper_dev_ppl", "dev_bleu", "dev_bleu_s_sel", "paper_dev_bleu", "as_paper", "params_M", "paper_params_M",
         "p_value_vs_base", "significant", "test"],
     4: ["row", "experiment", "status", "paper_f1", "f1", "f1_s_sel", "seeds", "delta", "setting", "selected_on_dev",
         "testset", "lines", "updates", "hardware", "precision", "recall", "error_sentences"],
@@ -378,7 +457,10 @@ def column_note(number: int) -> str:
             "et al. 2011) over every seed's translations, replicate j paired with base's replicate j, which "
             "accounts for training noise; where either has one seed, sacreBLEU's paired bootstrap (Koehn 2004) "
             f'of the two runs, which measures test-set sampling only. significant: p < {SIGNIFICANCE:g}; a "no" '
-            "row's difference to base may be noise.\n"
+            "row's difference to base may be noise. as_paper: whether the variation moved dev perplexity and dev "
+            "BLEU against the base row the way the paper's row moved against the paper's base (better or worse; "
+            "yes, partly or no), and whether its BLEU difference is significant; where the paper's figure did not "
+            "move, ours is said and not judged.\n"
         )
     return f"\n{SEEDS_NOTE}\n"
 
@@ -398,6 +480,8 @@ def markdown_document(number: int, rows: list[dict], study: str | None = None, n
     """Table `number` as Markdown: `study` (which config files made it) on top, `notes` (e.g. the
     cleaning's) under the table's own, aiayn's version below."""
     parts = [f"# {TITLES[number]}\n", f"\n{study}\n\n" if study else "", to_markdown(rows, COLUMNS[number])]
+    if number == 3:
+        parts.append(findings_line(rows))
     parts.append(column_note(number))
     if number == 2:
         parts += [hardware_note(rows), notes]
@@ -424,7 +508,10 @@ def shown(number: int, layout: Layout, experiments: list[dict]) -> tuple[list[di
 def build(number: int, results: str | Path, experiments: list[dict]) -> list[dict]:
     """The rows of Table `number` for `experiments` (one row each, in order; of one outside `run:`
     only when finished) from the study's outputs under `results`."""
-    return shown(number, Layout(str(results)), experiments)[1]
+    experiments, rows = shown(number, Layout(str(results)), experiments)
+    if number == 3:
+        add_directions(rows, experiments)
+    return rows
 
 
 def with_extra_rows(rows: list[dict], extra: list[dict]) -> list[dict]:
@@ -519,6 +606,8 @@ def write_table(
     experiments, rows = shown(number, layout, experiments)
     if number == 3 and bootstrap:
         add_p_values(rows, layout, experiments, bootstrap)
+    if number == 3:
+        add_directions(rows, experiments)
     if with_baselines and number in (2, 4):
         rows = with_extra_rows(rows, baselines.table_rows(number, layout, experiments))
     md = Path(out_md or layout.table(number, "md"))

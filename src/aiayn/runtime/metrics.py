@@ -1,15 +1,17 @@
 """`metrics.jsonl`, a run's record of itself: the one writer and the one reader.
 
-One JSON object per line, of four kinds:
+One JSON object per line, of five kinds:
 
 - start: `{"event": "start", "aiayn" (its version), "step", "world_size", "agents", "accumulation", "budget", "params",
   "device_name", "precision", "wall"}`, each time a job (re)starts;
-- progress: `{"step", "loss", "lr", "src_tokens_per_update", "tgt_tokens_per_update",
-  "flops_per_update", "tgt_tokens_per_s", "tflops", "mfu", "eta_s", "wall"}`, every `log_interval`
-  updates;
+- progress: `{"step", "loss", "lr", "grad_norm", "grad_norm_max", "src_tokens_per_update",
+  "tgt_tokens_per_update", "flops_per_update", "tgt_tokens_per_s", "tflops", "mfu", "eta_s", "wall"}`,
+  every `log_interval` updates;
 - dev: `{"step", "dev_nll", "dev_ppl", "dev_loss"}`, at every checkpoint;
 - stop: `{"event": "stop", "step", "reason", "wall"}`, when a job stops to resume later (a signal,
-  a coming time limit): the job's log may not survive a requeue, this record does.
+  a coming time limit): the job's log may not survive a requeue, this record does;
+- diverging: `{"event": "diverging", "step", "loss", "mean", "lowest", "lr", "grad_norm", "wall"}`, once,
+  at the first update whose loss diverged (aiayn.training.watch).
 
 The trainer appends; `tables` and `figures` read through `read` / `summary`. Pure Python: the
 tables' environment has no torch.
@@ -33,10 +35,10 @@ class MetricsError(UserError, ValueError):
 
 
 def kind(record: dict) -> str:
-    """ "start", "stop", "progress" or "dev"."""
+    """ "start", "stop", "diverging", "progress" or "dev"."""
     if not isinstance(record, dict):
         raise ValueError(f"not a metrics record: {record!r}")
-    if record.get("event") in ("start", "stop"):
+    if record.get("event") in ("start", "stop", "diverging"):
         return record["event"]
     if "loss" in record:
         return "progress"
@@ -108,6 +110,7 @@ class Records:
 
     start: list[dict] = field(default_factory=list)
     stop: list[dict] = field(default_factory=list)
+    diverging: list[dict] = field(default_factory=list)
     progress: list[dict] = field(default_factory=list)
     dev: list[dict] = field(default_factory=list)
 
@@ -144,6 +147,7 @@ def summary(path: str | os.PathLike) -> dict:
         "tgt_tokens": 0.0,
         "flops": 0.0,
         "dev_ppl": None,
+        "diverging": None,  # the step the loss diverged at (aiayn.training.watch), if it did
     }
     path = Path(path)
     if not path.exists():
@@ -169,6 +173,8 @@ def summary(path: str | os.PathLike) -> dict:
             out["step"] = rec["step"]
         elif k == "stop":
             last_wall = rec["wall"]
+        elif k == "diverging":
+            out["diverging"] = rec["step"]
         elif rec["step"] >= dev_step:
             out["dev_ppl"], dev_step = rec["dev_ppl"], rec["step"]
     if start is not None:

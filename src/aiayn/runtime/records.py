@@ -70,10 +70,41 @@ SCHEMAS = {
             "mfu": {"type": ["number", "null"]},
             "eta_s": FIGURE,
             "grad_norm": {"type": ["number", "null"]},
+            "grad_norm_max": {"type": ["number", "null"]},
         },
     ),  # fmt: skip
     "metrics dev": record({"step": STEP, "dev_ppl": {"type": "number"}}, {"dev_nll": {"type": "number"}}),
+    "metrics diverging": record(
+        {"event": {"const": "diverging"}, "step": STEP, "loss": {"type": "number"}, "wall": FIGURE},
+        {
+            "mean": {"type": "number"},
+            "lowest": {"type": "number"},
+            "lr": {"type": "number"},
+            "grad_norm": {"type": "number"},
+        },
+    ),
     "metrics stop": record({"event": {"const": "stop"}, "step": STEP, "reason": TEXT, "wall": FIGURE}),
+    # check.json (aiayn.training.check), written when every check passed
+    "check": record(
+        {
+            "experiment": TEXT,
+            "passed": {"const": True},
+            "checks": {
+                "type": "array",
+                "minItems": 1,
+                "items": record({"check": TEXT, "passed": {"type": "boolean"}, "figure": TEXT}),
+            },
+        },
+        {"aiayn": TEXT, "model": {"type": "object"}, "pairs": COUNT},
+    ),  # fmt: skip
+    # figures/diagonal.json (aiayn.report.figures): the encoder-decoder attention's distance from the diagonal
+    "diagonal": record(
+        {
+            "pairs": {"type": "integer", "minimum": 1},
+            "layers": {"type": "array", "minItems": 1, "items": record({"layer": STEP, "distance": FIGURE})},
+        },
+        {"uniform": FIGURE, "drawn_line": COUNT},
+    ),
     # average.json (aiayn.training.average)
     "average": record(
         {"steps": {"type": "array", "items": STEP, "minItems": 1}},
@@ -117,6 +148,8 @@ SCHEMAS = {
     ),  # fmt: skip
 }
 WRITTEN_BY = {  # the step to rerun when a record is damaged
+    "check": "check",
+    "diagonal": "figures",
     "average": "average",
     "train report": "prepare",
     "translation score": "score",

@@ -336,6 +336,27 @@ class Study:
             "metrics": self.layout.metrics(experiment),  # written by the training, beside its checkpoints
         }
 
+    def evaluation_chain(self, experiment: str, testset: str) -> dict | None:
+        """What the score step compares with the paper's row (aiayn.study.paper.chain_line): the
+        table whose row scores `experiment` on `testset`, and the run's decoding, averaging and BLEU
+        tokenization; None for a decoding no table reports (a tuning candidate's)."""
+        for table in (2, 3, 4):
+            ev = next((e for e in self.evaluations(table) if (e.experiment, e.testset) == (experiment, testset)), None)
+            if ev is None:
+                continue
+            exp = self.experiment(experiment)
+            return {
+                "name": experiment,
+                "table": table,
+                "preset": exp["preset"],
+                "task": exp["task"],
+                "pair": [self.dataset(exp["dataset"]).get(s) for s in ("src", "tgt")],
+                "decode": exp["decode"],
+                "average": exp["average"] if ev.model == "average" else 1,
+                "scoring": self.bleu_scoring(exp["dataset"]),
+            }
+        return None
+
     # -- evaluations -------------------------------------------------------------------------
     def evaluations(self, table: int | None = None) -> list[Evaluation]:
         """Every (experiment, test set, model) decoded for `table` (or for any table), without repeats."""
@@ -384,7 +405,7 @@ class Study:
                     "average": exp["average"] if ev.model == "average" else 1,
                     "paper": exp["paper"],
                     "scoring": self.bleu_scoring(exp["dataset"]),
-                    # what the tables compare with the paper's setting of the row (aiayn.report.paper)
+                    # what the tables compare with the paper's setting of the row (aiayn.study.paper)
                     "preset": exp["preset"],
                     "task": exp["task"],
                     "pair": [self.dataset(exp["dataset"]).get(s) for s in ("src", "tgt")],

@@ -9,11 +9,14 @@ results/data/<dataset>/spm.{src,tgt}.model       sentencepiece models (identical
 results/data/<dataset>/vocab.json                pieces made against pieces asked, and why when fewer
 results/data/<dataset>/<split>.bin               encoded token ids (aiayn.data.binary)
 results/<experiment>/experiment.json             the resolved settings of the run
+results/<experiment>/check.json                  the model's checks before training (aiayn.training.check)
 results/<experiment>/checkpoints/                step checkpoints; last.pt, the final model, once training is done
 results/<experiment>/metrics.jsonl               progress and dev loss, JSON lines
+results/<experiment>/tensorboard/                the same as TensorBoard events (with the tensorboard package)
 results/<experiment>/.train.lock                 held by the one trainer of the run while it trains
 results/<experiment>/replaced-<date>-<time>/     checkpoints and metrics of an earlier run with other settings
-results/<experiment>/figures/*.png               learning curves, learning rate, attention maps
+results/<experiment>/figures/*.png               learning curves and gradient norm, learning rate, attention maps
+results/<experiment>/figures/diagonal.json       the encoder-decoder attention's distance from the diagonal per layer
 results/<experiment>/average.pt                  mean of the last K checkpoints (§6.1)
 results/<experiment>/average.json                the steps averaged
 results/<experiment>/selected.json               the candidate a tuned experiment took (§6.3)
@@ -72,6 +75,10 @@ class Layout:
     def experiment_json(self, experiment: str) -> str:
         return self._p(experiment, "experiment.json")
 
+    def check(self, experiment: str) -> str:
+        """What the check stage measured on the experiment's model before it trained (JSON)."""
+        return self._p(experiment, "check.json")
+
     def checkpoints(self, experiment: str) -> str:
         return self._p(experiment, "checkpoints")
 
@@ -91,6 +98,15 @@ class Layout:
     def metrics_of(checkpoints: str) -> str:
         """The metrics.jsonl of the run whose step checkpoints are in folder `checkpoints`."""
         return posixpath.join(posixpath.dirname(str(checkpoints).rstrip("/")), "metrics.jsonl")
+
+    def tensorboard(self, experiment: str) -> str:
+        """The run's TensorBoard event files (aiayn.training.board), where the package is installed."""
+        return self.tensorboard_of(self.checkpoints(experiment))
+
+    @staticmethod
+    def tensorboard_of(checkpoints: str) -> str:
+        """The TensorBoard folder of the run whose step checkpoints are in folder `checkpoints`."""
+        return posixpath.join(posixpath.dirname(str(checkpoints).rstrip("/")), "tensorboard")
 
     @staticmethod
     def lock_of(checkpoints: str) -> str:

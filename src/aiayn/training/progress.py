@@ -1,6 +1,7 @@
 """What a training run reports while it runs: the start record, and every `log_interval` updates
-the loss, learning rate, tokens per update and per second, TFLOP/s, MFU and ETA (as a log line and
-as a `metrics.jsonl` record). FLOPs are counted per update from its batches' real lengths
+the loss, learning rate, gradient norm before clipping (the interval's mean and largest, over its
+updates whose norm was finite), tokens per update and per second, TFLOP/s, MFU and ETA (as a log
+line and as a `metrics.jsonl` record). FLOPs are counted per update from its batches' real lengths
 (`aiayn.runtime.hardware.training_flops`): TFLOP/s is what the model computed, MFU that over the
 GPUs' peak."""
 
@@ -31,14 +32,23 @@ class Progress:
 
     def reset(self) -> None:
         self.loss = torch.zeros((), device=self.env.device)
+        self.norm_sum = torch.zeros((), device=self.env.device)
+        self.norm_max = torch.zeros((), device=self.env.device)
+        self.norm_count = torch.zeros((), device=self.env.device)
         self.src = self.tgt = 0
         self.flops = 0.0
         self.mark = time.perf_counter()
         self.steps = 0
 
-    def add(self, loss: torch.Tensor, src: int, tgt: int, flops: float) -> None:
-        """One update: its loss, source and target tokens, and FLOPs (all ranks')."""
+    def add(self, loss: torch.Tensor, src: int, tgt: int, flops: float, norm: torch.Tensor | None = None) -> None:
+        """One update: its loss, source and target tokens, FLOPs (all ranks') and gradient norm."""
         self.loss += loss
+        if norm is not None:  # on the device: no synchronisation (an fp16 overflow's is infinite, left out)
+            norm = norm.to(self.norm_sum.device, torch.float32)
+            finite = torch.isfinite(norm)
+            self.norm_sum += torch.where(finite, norm, 0.0)
+            self.norm_max = torch.where(finite, torch.maximum(self.norm_max, norm), self.norm_max)
+            self.norm_count += finite
         self.src, self.tgt, self.steps = self.src + src, self.tgt + tgt, self.steps + 1
         self.flops += flops
 
@@ -54,6 +64,7 @@ class Progress:
         done = step - self.start_step
         eta = (time.perf_counter() - self.start) / max(done, 1) * (self.total - step)
         per_update = max(self.steps, 1)
+        norms = int(self.norm_count.item())
         tflops = self.flops / seconds / 1e12 if seconds > 0 else 0.0
         rec = {
             "step": step,
@@ -65,6 +76,8 @@ class Progress:
             "tgt_tokens_per_s": tps,
             "tflops": tflops,
             "eta_s": eta,
+            "grad_norm": self.norm_sum.item() / norms if norms else None,
+            "grad_norm_max": self.norm_max.item() if norms else None,
             "wall": time.time(),
         }
         rec["mfu"] = rec["tflops"] * 1e12 / self.peak if self.peak else None
@@ -116,8 +129,9 @@ def format_progress(rec: dict, total: int) -> str:
     mfu = f" mfu {rec['mfu']:.1%}" if rec.get("mfu") is not None else ""
     eta_s = rec["eta_s"]
     eta = time.strftime("%H:%M:%S", time.gmtime(eta_s)) if eta_s < 86400 else f"{eta_s / 86400:.1f}d"
+    gnorm = f" gnorm {rec['grad_norm']:.3g}" if rec.get("grad_norm") is not None else ""
     return (
-        f"step {rec['step']}/{total} loss {rec['loss']:.4f} lr {rec['lr']:.3e} "
+        f"step {rec['step']}/{total} loss {rec['loss']:.4f} lr {rec['lr']:.3e}{gnorm} "
         f"tokens/update {rec['src_tokens_per_update']:,.0f} src + {rec['tgt_tokens_per_update']:,.0f} tgt, "
         f"{rec['tgt_tokens_per_s']:,.0f} tgt tokens/s "
         f"tflops {rec['tflops']:.2f}{mfu} eta {eta}"

@@ -40,6 +40,7 @@ from aiayn.study import resolve
 from aiayn.study.layout import Layout
 from aiayn.training import resume
 from aiayn.training.batching import Batcher, Prefetcher, collate, micro_batch_budget
+from aiayn.training.board import Board
 from aiayn.training.distributed import (
     Deadline,
     Env,
@@ -52,6 +53,7 @@ from aiayn.training.distributed import (
     stop_requested,
 )
 from aiayn.training.progress import Progress, format_progress, format_start, start_record
+from aiayn.training.watch import Watch, grad_norm, warning
 
 EXIT_DONE = 0
 EXIT_NONFINITE = 3
@@ -80,6 +82,22 @@ def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, eps_ls: floa
     return ((1 - smoothing) * nll - smoothing / V * logp.sum(-1))[kept].sum()
 
 
+def optimizer_and_schedule(parameters, tr: dict, d_model: int, device_type: str = "cpu"):
+    """Adam (§5.3: beta1, beta2, eps of `tr`, the run's `train` settings) at learning rate 1, and the
+    scheduler that sets it to §5.3's rate before every update: update u (from 1) trains at
+    `rate(u, d_model, warmup_steps, lr_scale)`. The check stage steps the same pair (aiayn.training.check)."""
+    optimizer = torch.optim.Adam(
+        parameters,
+        lr=1.0,
+        betas=(tr["adam_beta1"], tr["adam_beta2"]),
+        eps=tr["adam_eps"],
+        fused=device_type in ("cuda", "cpu"),  # one kernel over all parameters
+    )
+    warmup, scale = tr["warmup_steps"], tr["lr_scale"]
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: rate(s + 1, d_model, warmup, scale))
+    return optimizer, scheduler
+
+
 @dataclass
 class RunFiles:
     """Where a run keeps its step checkpoints, its final model and its metrics."""
@@ -87,6 +105,7 @@ class RunFiles:
     checkpoints: Path
     out: Path
     metrics: Path
+    tensorboard: Path | None = None  # TensorBoard event files, where the package is installed
 
 
 class Trainer:
@@ -114,16 +133,8 @@ class Trainer:
             with warnings.catch_warnings():  # torch's inductor imports its own deprecated torch.jit.script_method
                 warnings.filterwarnings("ignore", r"`torch\.jit\.script_method` is deprecated", DeprecationWarning)
                 self.forward = torch.compile(self.forward, dynamic=True)
-        self.optimizer = torch.optim.Adam(
-            self.model.parameters(),
-            lr=1.0,
-            betas=(self.tr["adam_beta1"], self.tr["adam_beta2"]),
-            eps=self.tr["adam_eps"],
-            fused=env.device.type in ("cuda", "cpu"),  # one kernel over all parameters
-        )
-        d_model, warmup, scale = self.model_cfg.d_model, self.tr["warmup_steps"], self.tr["lr_scale"]
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda s: rate(s + 1, d_model, warmup, scale)
+        self.optimizer, self.scheduler = optimizer_and_schedule(
+            self.model.parameters(), self.tr, self.model_cfg.d_model, env.device.type
         )
         self.precision = precision.resolve(self.tr["precision"], env.device)
         self.scaler = torch.amp.GradScaler(env.device.type, enabled=self.precision == "fp16")
@@ -141,6 +152,8 @@ class Trainer:
         self.step = 0
         self.flops_model = self.model_cfg.to_dict()
         self._first_bad = torch.zeros((), dtype=torch.long, device=env.device)  # first non-finite step, 0 = none
+        self.watch = Watch(env.device)
+        self.board = Board(None, step=0)  # the run's TensorBoard, opened by `run` (main process)
 
     def first_nonfinite(self) -> int | None:
         """First step whose loss was not finite on any rank (checked on the device, read only when
@@ -165,6 +178,7 @@ class Trainer:
             "vocab": self.vocab_id,
             "identity": self.identity,
             "world_size": self.env.world_size,
+            "watch": self.watch.state(),
         }
 
     def set_aside(self, step: int, why: list[str]) -> None:
@@ -198,6 +212,9 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
         self.step = state["step"]
+        watched = state.get("watch") or {}  # a checkpoint of aiayn 0.3 has none: watching starts afresh
+        self.watch = Watch(self.env.device, lowest=watched.get("lowest", math.inf), mean=watched.get("mean", math.nan))
+        self.watch.told = watched.get("told", False)
         # the data position is the step, and dropout masks follow the micro-batch (seed_dropout):
         # no random state to restore, at any GPU count, as long as the micro-batches are the same
         if state["data"] != self.data_plan():
@@ -238,6 +255,7 @@ class Trainer:
     def log_dev(self, step: int, dev: dict, note: str = "") -> None:
         if dev:
             metrics.append(self.files.metrics, {"step": step, **dev})
+            self.board.dev(step, dev)
             self.log(f"step {step} dev nll {dev['dev_nll']:.4f} ppl {dev['dev_ppl']:.2f}{note}")
 
     def save(self) -> Path:
@@ -261,10 +279,11 @@ class Trainer:
         mine = micro[self.env.rank * self.accumulation : (self.env.rank + 1) * self.accumulation]
         return [collate(self.train_data, indices) for indices in mine], src_tokens, tgt_tokens, flops
 
-    def update(self) -> tuple[torch.Tensor, int, int, float]:
+    def update(self) -> tuple[torch.Tensor, int, int, float, torch.Tensor]:
         """One optimizer step over this rank's micro-batches; returns (summed loss, src and tgt tokens
-        and FLOPs of all ranks)."""
+        and FLOPs of all ranks, the gradient norm before clipping)."""
         mine, src_tokens, tgt_tokens, flops = self.prefetcher.get(self.step + 1)
+        lr = self.scheduler.get_last_lr()[0]  # the rate this update trains at
         module = self.forward
         self.optimizer.zero_grad(set_to_none=True)
         total = torch.zeros((), device=self.env.device)
@@ -280,10 +299,14 @@ class Trainer:
             # of the summed loss over all its target tokens divided by their number.
             self.scaler.scale(loss * (self.env.world_size / tgt_tokens)).backward()
             total += loss.detach()
-        if self.tr["clip_norm"] > 0:
+        if self.scaler.is_enabled():  # the norm of the true gradients (the scaler's step then skips its own unscale)
             self.scaler.unscale_(self.optimizer)
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.tr["clip_norm"])
+        if self.tr["clip_norm"] > 0:
+            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.tr["clip_norm"])
+        else:
+            norm = grad_norm(self.model.parameters())
         self.step += 1
+        self.watch.observe(self.step, total / max(sum(b.tgt_tokens for b in mine), 1), lr, norm)
         applied = True
         if self.scaler.is_enabled():  # fp16: the scaler skips overflowing updates itself
             scale = self.scaler.get_scale()
@@ -300,7 +323,7 @@ class Trainer:
             self._first_bad = torch.where(bad, torch.full_like(self._first_bad, self.step), self._first_bad)
         if applied:  # the §5.3 schedule counts the updates that were made
             self.scheduler.step()
-        return total, src_tokens, tgt_tokens, flops
+        return total, src_tokens, tgt_tokens, flops, norm
 
     def autocast(self):
         return precision.autocast(self.env.device, self.precision)
@@ -365,6 +388,7 @@ def run(trainer: Trainer, stop, *, max_updates: int | None = None) -> int:
         return EXIT_PEER_LOST
     finally:
         trainer.prefetcher.close()
+        trainer.board.close()
 
 
 def _run(trainer: Trainer, stop, max_updates: int | None) -> int:
@@ -388,16 +412,22 @@ def _run(trainer: Trainer, stop, max_updates: int | None) -> int:
         )
         metrics.append(files.metrics, rec)
         trainer.log(format_start(rec, name=trainer.settings["name"], total=total))
+        trainer.board = Board(files.tensorboard, step=trainer.step, log=trainer.log)
     progress = Progress(env=env, precision=trainer.precision, step=trainer.step, total=total)
     left = max_updates if max_updates is not None else total
     trainer.model.train()
     while trainer.step < total and left > 0:
-        loss, src, tgt, flops = trainer.update()
+        loss, src, tgt, flops, norm = trainer.update()
         left -= 1
-        progress.add(loss, src, tgt, flops)
+        progress.add(loss, src, tgt, flops, norm)
         step = trainer.step
         at_log = step % trainer.tr["log_interval"] == 0 or step == total
         at_checkpoint = step % trainer.tr["checkpoint_interval"] == 0 or step == total
+        if at_log or at_checkpoint:
+            news = trainer.watch.news()  # the first diverging update, told once
+            if news is not None and env.main:
+                metrics.append(files.metrics, {**news, "wall": time.time()})
+                trainer.log(warning(news))
         if (at_log or at_checkpoint) and trainer.first_nonfinite() is not None:
             trainer.log(
                 f"error: the loss is not finite at step {trainer.first_nonfinite()}; stopping, no checkpoint written "
@@ -408,6 +438,7 @@ def _run(trainer: Trainer, stop, max_updates: int | None) -> int:
             rec = progress.record(step, trainer.scheduler.get_last_lr()[0])
             if env.main:
                 metrics.append(files.metrics, rec)
+                trainer.board.progress(rec)
                 trainer.log(format_progress(rec, total))
         if at_checkpoint:
             checkpoint_and_evaluate(trainer)
@@ -491,11 +522,14 @@ def train_job(
     device: str = "auto",
     max_updates: int | None = None,
     stop_margin: float = 0.0,
+    tensorboard=None,
 ) -> int:
     """One training job (`python -m aiayn train`): the experiment's settings (experiment.json),
     its encoded training and dev data, checked against its sentencepiece models; step checkpoints
     in `checkpoints`, the final model `out`, metrics beside the checkpoints unless `metrics_path`.
-    In a Slurm job it stops `stop_margin` seconds before the job's time limit. Returns the exit code."""
+    In a Slurm job it stops `stop_margin` seconds before the job's time limit. TensorBoard events go
+    to the folder `tensorboard` (default: beside the checkpoints) where the package is installed
+    (aiayn.training.board). Returns the exit code."""
     writable(out)  # before hours of training
     settings = resolve.read(settings_path)
     train = binary.read(train_path)
@@ -503,7 +537,12 @@ def train_job(
     check_vocabularies(train, dev, {"src": spm_src, "tgt": spm_tgt})
     env = setup(device)
     checkpoints = Path(checkpoints)
-    files = RunFiles(checkpoints, Path(out), Path(metrics_path or Layout.metrics_of(checkpoints)))
+    files = RunFiles(
+        checkpoints,
+        Path(out),
+        Path(metrics_path or Layout.metrics_of(checkpoints)),
+        Path(tensorboard or Layout.tensorboard_of(checkpoints)),
+    )
 
     def log(message: str) -> None:
         if env.main:

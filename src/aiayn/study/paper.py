@@ -75,6 +75,12 @@ DECODE = {
     "parsing": {"beam": 21, "alpha": 0.3, "max_len_a": 1.0, "max_len_b": 300},
 }
 AVERAGE = {"base": 5, "big": 20}  # §6.1, Table 2; Table 3 rows are not averaged
+# how BLEU was measured (paper.md, "BLEU as the paper measured it"): tensor2tensor's tokenized BLEU,
+# Moses-tokenized in the target language, compound-split for EN-DE only
+PROTOCOL = {
+    ("en", "de"): {"moses_lang": "de", "compound_split": True},
+    ("en", "fr"): {"moses_lang": "fr", "compound_split": False},
+}
 TEST_SETS = {2: ("newstest2014", 3003), 3: ("newstest2013", 3000), 4: ("wsj23", 2416)}  # §5.1, §6.3
 # training pairs after cleaning (§5.1: ~4.5M EN-DE, ~36M EN-FR; §6.3: WSJ 02-21, ~40K sentences)
 TRAIN_PAIRS = {("en", "de"): 4.5e6, ("en", "fr"): 36e6, "parsing": 40e3}
@@ -119,10 +125,7 @@ def departures(table: int, exp: dict, *, updates: int, lines: int | None, train_
     if updates < steps:
         out.insert(0, f"{updates:,} of {steps:,} updates")
     out += _mismatches(exp["train"], TRAIN[preset])
-    out += _mismatches(exp["decode"], DECODE[exp["task"]])
-    averaged = AVERAGE.get(preset, 1) if table == 2 else 1
-    if table in (2, 3) and exp["average"] != averaged:
-        out.append(f"{exp['average']} checkpoint(s) averaged (paper {averaged})")
+    out += chain_departures(table, exp)
     testset, paper_lines = TEST_SETS[table]
     if exp["testset"] != testset:
         out.append(f"test set {exp['testset']} (paper {testset})")
@@ -137,6 +140,55 @@ def departures(table: int, exp: dict, *, updates: int, lines: int | None, train_
     elif abs(train_pairs - paper_pairs) > PAIRS_TOLERANCE * paper_pairs:
         out.append(f"{train_pairs:,} training pairs (paper ~{paper_pairs:,.0f})")
     return out
+
+
+def chain_departures(table: int, exp: dict) -> list[str]:
+    """What in the evaluation chain of an experiment's row is not the paper's: decoding (beam, length
+    penalty, length limit), checkpoint averaging, and how BLEU is tokenized. `exp` needs "task",
+    "preset", "decode", "average" and (translation) "pair" and "scoring"."""
+    out = _mismatches(exp["decode"], DECODE[exp["task"]])
+    averaged = AVERAGE.get(exp["preset"], 1) if table == 2 else 1
+    if table in (2, 3) and exp["average"] != averaged:
+        have = "no checkpoint averaging" if exp["average"] == 1 else f"{exp['average']} checkpoints averaged"
+        out.append(f"{have} (paper {'none' if averaged == 1 else averaged})")
+    protocol = PROTOCOL.get(tuple(exp.get("pair") or ()))
+    if exp["task"] == "translation" and protocol is not None:
+        scoring = exp.get("scoring") or {}
+        if scoring.get("moses_lang") != protocol["moses_lang"]:
+            out.append(f"BLEU tokenized as {scoring.get('moses_lang')} (paper: Moses -l {protocol['moses_lang']})")
+        if bool(scoring.get("compound_split")) != protocol["compound_split"]:
+            split = "with" if scoring.get("compound_split") else "without"
+            out.append(f"BLEU {split} compound splitting (paper {'with' if protocol['compound_split'] else 'without'})")
+    return out
+
+
+def chain_line(chain: dict) -> str:
+    """The score step's line on its evaluation chain: `chain` is the experiment's row facts
+    (aiayn.study.grid.Study.evaluation_chain: "table" and what `chain_departures` reads)."""
+    table, name = chain["table"], chain.get("name", "this run")
+    if chain["preset"] not in MODEL:
+        return f"evaluation chain of {name}: preset {chain['preset']!r} has no paper row to compare with"
+    found = chain_departures(table, chain)
+    if found:
+        return (
+            f"evaluation chain of {name} departs from the paper's Table {table} row: {', '.join(found)} "
+            "(its table row says so too)"
+        )
+    d = chain["decode"]
+    averaged = f"{chain['average']} checkpoints averaged" if chain["average"] > 1 else "no averaging"
+    protocol = PROTOCOL.get(tuple(chain.get("pair") or ()))
+    how = ""
+    if chain["task"] == "translation":
+        split = " and compound-split" if protocol and protocol["compound_split"] else ""
+        how = (
+            f", BLEU Moses-tokenized -l {protocol['moses_lang']}{split}"
+            if protocol
+            else ", BLEU as configured (a language pair the paper did not score)"
+        )
+    return (
+        f"evaluation chain of {name}: the paper's Table {table} row's (beam {d['beam']}, alpha {d['alpha']}, "
+        f"{averaged}{how})"
+    )
 
 
 def setting(table: int, exp: dict, figure: str, **facts) -> tuple[bool, str]:
