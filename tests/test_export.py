@@ -154,7 +154,7 @@ def test_ctranslate2_decodes_the_export_as_we_do(exported):
     assert [[sp.PieceToId(p) for p in theirs[i].hypotheses[0]] for i in finished] == [ref[i] for i in finished]
     # beam 4: the searches differ in the length penalty (ours GNMT's ((5+|Y|)/6)^0.6, CTranslate2's
     # |Y|^0.6) and in when they stop, so most 1-bests are the same on this barely trained model, whose
-    # near-ties the CPU's arithmetic decides: 35-38 of 40 on Intel machines, 33 on an AMD EPYC (34
+    # near-ties the CPU's arithmetic decides: 35-38 of 40 on earlier CI machines, 33 on an AMD EPYC (34
     # there with no length penalty in either search). Greedy search, above, is compared exactly.
     beam = translate(ours, ids, beam=4, alpha=0.6, max_len_a=1.0, max_len_b=20, batch_tokens=4096)
     theirs = translator.translate_batch(
