@@ -128,20 +128,29 @@ def attention_maps(weights, src_tokens: list[str], out, title: str, heads: int =
     """weights: (h, S, S) self-attention of one encoder layer for one sentence; a row is a query
     (the position attending), a column the position it attends to, the colour its weight."""
     n = min(heads, weights.shape[0])
-    fig, axes = pyplot().subplots(1, n, figsize=(3.2 * n + 1.6, 3.9))
-    axes = [axes] if n == 1 else axes
+    panels = [(weights[i], f"head {i + 1}") for i in range(n)]
+    axes = ("attended to (key)", "attending (query)")
+    _heatmaps(panels, src_tokens, src_tokens, axes, (3.2, 3.9), title, "attention weight", out)
+
+
+def _heatmaps(panels, columns, rows, labels, size, title: str, scale: str, out) -> None:
+    """One heatmap per (matrix, its title) side by side, columns and rows named by tokens, on one
+    colour scale from 0 to 1; labels: the x axis's and the first panel's y axis's."""
+    n = len(panels)
+    fig, axes = pyplot().subplots(1, n, figsize=(size[0] * n + 1.6, size[1]))
+    axes = [axes] if n == 1 else list(axes)
     image = None
-    for i, ax in enumerate(axes):
-        image = ax.imshow(weights[i].numpy(), cmap="viridis", vmin=0, vmax=1)
-        ax.set_xticks(range(len(src_tokens)), src_tokens, rotation=90, fontsize=6)
-        ax.set_yticks(range(len(src_tokens)), src_tokens, fontsize=6)
-        ax.set_title(f"head {i + 1}", fontsize=8)
-        ax.set_xlabel("attended to (key)", fontsize=7)
-        if i == 0:
-            ax.set_ylabel("attending (query)", fontsize=7)
+    for k, (ax, (matrix, name)) in enumerate(zip(axes, panels)):
+        image = ax.imshow(matrix.numpy(), cmap="viridis", vmin=0, vmax=1)
+        ax.set_xticks(range(len(columns)), columns, rotation=90, fontsize=6)
+        ax.set_yticks(range(len(rows)), rows, fontsize=6)
+        ax.set_title(name, fontsize=8)
+        ax.set_xlabel(labels[0], fontsize=7)
+        if k == 0:
+            ax.set_ylabel(labels[1], fontsize=7)
     fig.suptitle(title)
     fig.tight_layout()
-    fig.colorbar(image, ax=list(axes), shrink=0.8, label="attention weight")
+    fig.colorbar(image, ax=axes, shrink=0.8, label=scale)
     save(fig, out)
 
 
@@ -167,22 +176,17 @@ def cross_attention_maps(layers, src_pieces, tgt_pieces, distances: list[float],
     """One panel per decoder layer: its encoder-decoder attention (mean over heads) for one dev pair,
     a row per target token predicted, a column per source token; each panel's title its layer's
     distance from the diagonal over the dev pairs measured."""
-    n = len(layers)
-    fig, axes = pyplot().subplots(1, n, figsize=(3.4 * n + 1.6, 4.2))
-    axes = [axes] if n == 1 else list(axes)
-    image = None
-    for k, (ax, weights) in enumerate(zip(axes, layers)):
-        image = ax.imshow(weights.mean(0).numpy(), cmap="viridis", vmin=0, vmax=1)
-        ax.set_xticks(range(len(src_pieces)), src_pieces, rotation=90, fontsize=6)
-        ax.set_yticks(range(len(tgt_pieces)), tgt_pieces, fontsize=6)
-        ax.set_title(f"layer {k + 1}: distance {distances[k]:.3f}", fontsize=8)
-        ax.set_xlabel("source (key)", fontsize=7)
-        if k == 0:
-            ax.set_ylabel("target predicted (query)", fontsize=7)
-    fig.suptitle(f"{title} (distance from the diagonal: 0 on it, {UNIFORM_DISTANCE:.3f} uniform)")
-    fig.tight_layout()
-    fig.colorbar(image, ax=axes, shrink=0.8, label="attention weight (mean over heads)")
-    save(fig, out)
+    panels = [(w.mean(0), f"layer {k + 1}: distance {distances[k]:.3f}") for k, w in enumerate(layers)]
+    _heatmaps(
+        panels,
+        src_pieces,
+        tgt_pieces,
+        ("source (key)", "target predicted (query)"),
+        (3.4, 4.2),
+        f"{title} (distance from the diagonal: 0 on it, {UNIFORM_DISTANCE:.3f} uniform)",
+        "attention weight (mean over heads)",
+        out,
+    )
 
 
 def dev_pairs(sp_src, sp_tgt, dev_src, dev_tgt, longest: int = 100) -> list[tuple[list[int], list[int], int]]:
