@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -131,11 +132,15 @@ def snakemake(*args: str, cwd: Path = ROOT, timeout: int = 300) -> subprocess.Co
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def fresh_clone(folder: Path) -> Path:
+def fresh_clone(folder: Path, copied: tuple[str, ...] = ()) -> Path:
     """`folder` laid out as a fresh clone of the repository (its files by link, no results/), where
-    commands run as the README types them: `snakemake --profile profiles/demo` from the root."""
+    commands run as the README types them: `snakemake --profile profiles/demo` from the root. The
+    folders named in `copied` are copies, which a test may edit as a user edits their clone."""
     for name in ("Snakefile", "workflow", "src", "profiles", "examples", "config.yaml", "slurm"):
-        (folder / name).symlink_to(ROOT / name)
+        if name in copied:
+            shutil.copytree(ROOT / name, folder / name, symlinks=True)
+        else:
+            (folder / name).symlink_to(ROOT / name)
     return folder
 
 
@@ -219,7 +224,9 @@ def squeeze(markdown: str) -> str:
 # or srun: torchrun starts each worker as `python -u -m aiayn train ...`. Picked by its argv, element by
 # element, with a python as its program: never by a pattern that this step's own command line (bash -c
 # "<this script>") also matches, whatever the order of process ids (pgrep -f found the step first once
-# ids had wrapped, and it killed itself).
+# ids had wrapped, and it killed itself). Only a worker running in the folder given as $1 (its
+# Snakemake working directory) and in this step's network namespace (its node): a training of another
+# test, or of another CI leg running beside this one, is never touched.
 KILL_WORKER = """
 me=$(readlink /proc/self/ns/net)
 for d in /proc/[0-9]*; do
@@ -228,6 +235,7 @@ for d in /proc/[0-9]*; do
   mapfile -d '' argv < "$d/cmdline" 2>/dev/null || continue
   case "${argv[0]##*/}" in python*) ;; *) continue ;; esac
   [ "${argv[1]-}" = -u ] && [ "${argv[2]-}" = -m ] && [ "${argv[3]-}" = aiayn ] && [ "${argv[4]-}" = train ] || continue
+  [ "$(readlink "$d/cwd")" = "$1" ] || continue
   [ "$(readlink "$d/ns/net")" = "$me" ] && kill -KILL "$p" && echo "killed $p on $(hostname)"
 done; true
 """

@@ -98,18 +98,24 @@ def test_a_timed_out_end_to_end_run_leaves_no_process(tmp_path):
 
 def test_the_slurm_tests_kill_step_never_picks_itself(tmp_path):
     """The kill step of tests/test_slurm.py, run here against a stand-in worker (a python whose argv
-    is the worker's: `python -u -m aiayn train`) and a decoy whose command line holds that text: the
-    worker is killed, the decoy and the step itself are not, whatever their process ids."""
+    is the worker's: `python -u -m aiayn train`) in the folder it is given, a worker of another
+    folder (another test's, or another CI leg's beside this one) and a decoy whose command line holds
+    that text: the first worker is killed, the other, the decoy and the step itself are not, whatever
+    their process ids."""
     (tmp_path / "sitecustomize.py").write_text("import time\ntime.sleep(60)\n")  # waits before `-m aiayn` runs
+    (tmp_path / "elsewhere").mkdir()
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     worker = subprocess.Popen([sys.executable, "-u", "-m", "aiayn", "train"], cwd=tmp_path, env=env)
+    other = subprocess.Popen([sys.executable, "-u", "-m", "aiayn", "train"], cwd=tmp_path / "elsewhere", env=env)
     decoy = subprocess.Popen(["bash", "-c", "sleep 60 # python -u -m aiayn train"])
     try:
         time.sleep(1)
-        run = subprocess.run(["bash", "-c", KILL_WORKER], capture_output=True, text=True, timeout=60)
+        kill = ["bash", "-c", KILL_WORKER, "kill-worker", os.path.realpath(tmp_path)]
+        run = subprocess.run(kill, capture_output=True, text=True, timeout=60)
         assert run.returncode == 0 and f"killed {worker.pid} " in run.stdout, run.stdout + run.stderr
-        assert worker.wait(timeout=10) == -9 and decoy.poll() is None
+        assert worker.wait(timeout=10) == -9 and decoy.poll() is None and other.poll() is None
+        assert run.stdout.count("killed ") == 1, run.stdout
     finally:
-        for proc in (worker, decoy):
+        for proc in (worker, other, decoy):
             proc.kill()
             proc.wait()

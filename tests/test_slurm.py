@@ -81,12 +81,13 @@ def records(path, kind: str) -> list[dict]:
     return found
 
 
-def kill_worker_on(job: str, node: str) -> str:
-    """SIGKILL the training process of `job` on `node`, from a step of the job itself on that node. The
-    nodes share this machine's process table (their namespaces are network and hostname only), so
-    the process is told apart by its network namespace."""
+def kill_worker_on(job: str, node: str, workdir) -> str:
+    """SIGKILL the training process of `job` on `node` (running in `workdir`), from a step of the job
+    itself on that node. The nodes share this machine's process table (their namespaces are network
+    and hostname only), so the process is told apart by its network namespace."""
     step = ["srun", "--jobid", job, "--overlap", "--gres=none", "--mem=0", "-w", node, "-N1", "-n1"]
-    run = subprocess.run([*step, "bash", "-c", KILL_WORKER], capture_output=True, text=True, timeout=60)
+    kill = ["bash", "-c", KILL_WORKER, "kill-worker", os.path.realpath(workdir)]
+    run = subprocess.run([*step, *kill], capture_output=True, text=True, timeout=60)
     assert f"on {node}" in run.stdout, run.stdout + run.stderr
     return run.stdout.strip()
 
@@ -147,7 +148,7 @@ class Watcher(threading.Thread):
         after = self.wait(lambda: [d["step"] for d in records(self.metrics, "dev") if d["step"] > resumed[0]], 600)
         if not after:
             return
-        seen["killed"] = kill_worker_on(job, "node2")
+        seen["killed"] = kill_worker_on(job, "node2", self.workdir)
         seen["killed_after_checkpoint"], killed_at = after[-1], time.time()
         if self.wait(lambda: squeue(job, "%T") not in ("RUNNING", "COMPLETING"), 300):
             seen["ended_after_s"] = time.time() - killed_at
