@@ -1,4 +1,5 @@
-"""The whole DAG on the demo's data at an even smaller size, then what it produced."""
+"""The demo as README types it, the one whole DAG the suite runs outside Slurm, then what it
+produced and what a user does next with it (rerun a stage, add seeds, export, report)."""
 
 from __future__ import annotations
 
@@ -8,153 +9,18 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
-from conftest import ROOT, fresh_clone, job_counts, planned_jobs, snakemake, squeeze, tiny_demo_config
+from conftest import ROOT, fresh_clone, job_counts, planned_jobs, snakemake, squeeze
 
 import aiayn
 from aiayn.data import generate
 from aiayn.runtime import checkpoint, metrics
 from aiayn.runtime.lines import read_lines
-
-
-def run_study(workdir: Path, configfile: Path, timeout: int) -> subprocess.CompletedProcess:
-    """The whole DAG (`snakemake all`, 2 cores) in `workdir`, with `configfile` as the whole config."""
-    cmd = [sys.executable, "-m", "snakemake", "all", "-s", str(ROOT / "Snakefile"), "-d", str(workdir),
-           "--cores", "2", "--configfile", str(configfile), "--replace-workflow-config"]  # fmt: skip
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
-    (workdir / "terminal.txt").write_text(run.stdout + run.stderr)  # what the user saw
-    return run
-
-
-@pytest.fixture(scope="module")
-def run_dag(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("e2e")
-    (workdir / "study.yaml").write_text(yaml.safe_dump(tiny_demo_config()))
-    run_study(workdir, workdir / "study.yaml", timeout=1200)
-    return workdir / "results"
-
-
-@pytest.mark.slow
-def test_every_table_with_paper_columns(run_dag):
-    table1 = list(csv.DictReader((run_dag / "tables/table1.csv").open()))
-    assert [r["layer"] for r in table1][:2] == ["self-attention", "recurrent"] and (
-        run_dag / "tables/table1.png"
-    ).exists()
-    for n in (2, 3, 4):
-        md, table = run_dag / f"tables/table{n}.md", run_dag / f"tables/table{n}.csv"
-        assert md.exists() and table.exists()
-        rows = list(csv.DictReader(table.open()))
-        ours = [r for r in rows if not r["experiment"].startswith("baseline") and r["experiment"]]
-        assert ours and all(r["status"] == "done" for r in ours)
-    table2 = list(csv.DictReader((run_dag / "tables/table2.csv").open()))
-    assert {r["experiment"] for r in table2} >= {"base", "big", "baseline: copy the source", "baseline: word by word"}
-    assert all(r["setting"].startswith("no model: ") for r in table2 if r["experiment"].startswith("baseline"))
-    assert "paper_bleu" in table2[0] and "cost_flops_paper_formula" in table2[0]
-    lines = list(csv.DictReader((run_dag / "tables/table3.csv").open()))
-    table3 = [r for r in lines if not r["replicate_of"]]
-    assert [r["row"] for r in table3] == ["base", "big", "A", "D", "init (ours)"]
-    seeds = [(r["experiment"], r["seed"]) for r in lines if r["replicate_of"]]
-    assert seeds == [
-        ("base", "1"),
-        ("base.seed-2", "2"),
-        ("base.seed-3", "3"),
-        ("t3-A-h1", "1"),
-        ("t3-A-h1.seed-2", "2"),
-    ]
-    assert table3[2]["test"] == "stratified approximate randomization, 2 seeds each"
-    assert all(r["dev_ppl"] and r["params_M"] for r in table3)
-    assert all(r["p_value_vs_base"] for r in table3 if r["row"] != "base")
-    table4 = list(csv.DictReader((run_dag / "tables/table4.csv").open()))
-    assert any(r["row"] == "baseline: right-branching" and r["f1"] and r["setting"] for r in table4)
-
-
-@pytest.mark.slow
-def test_trainings_and_translations_say_their_progress_on_the_terminal(run_dag):
-    """What Snakemake's terminal shows while the long jobs run: each training's start, step and dev
-    lines and each translation's progress, after the job's log name; the log has the same lines.
-    The start line names the rule's threads (Snakemake's OMP_NUM_THREADS: 2 of --cores 2) and the
-    wait policy."""
-    terminal = (run_dag.parent / "terminal.txt").read_text().splitlines()
-    for experiment in ("base", "big", "t3-A-h1.seed-2", "parse.tune-P_drop0.3-lr_scale2"):
-        prefix = f"train/{experiment}: "
-        said = [line.removeprefix(prefix) for line in terminal if line.startswith(prefix)]
-        assert said[0].startswith(f"training {experiment}: ") and said[-1].startswith("done: "), said
-        assert said[0].endswith("2 CPU thread(s) per process, OMP_WAIT_POLICY PASSIVE"), said[0]
-        assert any(line.startswith("step ") and " eta " in line for line in said), said
-        logged = (run_dag / "logs" / "train" / f"{experiment}.log").read_text().splitlines()
-        assert said == [line for line in logged if line in said], "the terminal and the log differ"
-    assert any(line.startswith("translate/base.test.") and "translated 40/40 sentences" in line for line in terminal)
-
-
-@pytest.mark.slow
-def test_score_files_have_both_protocols(run_dag):
-    for path in [*run_dag.glob("*/test.score.json"), *run_dag.glob("*/dev.score.json")]:
-        s = json.loads(path.read_text())
-        assert s["lines"] == 40 and "score" in s["sacrebleu"] and "score" in s["tokenized_bleu"]
-        assert s["sacrebleu"]["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
-    parse = json.loads((run_dag / "parse/wsj23.score.json").read_text())
-    assert parse["all"]["sentences"] == 30
-
-
-@pytest.mark.slow
-def test_averaged_models_and_translations(run_dag):
-    for name in ("base", "big"):
-        avg = checkpoint.load(run_dag / name / "average.pt")
-        assert avg["averaged_steps"] == [18, 24]  # the last 2 (the demo's average), written every 6 updates
-        src = list(read_lines(run_dag / "data/eng-zil/test.src"))
-        assert len(list(read_lines(run_dag / name / "test.zil"))) == len(src) == 40
-    assert len(list(read_lines(run_dag / "parse/wsj23.trees"))) == 30
-
-
-@pytest.mark.slow
-def test_the_parser_was_selected_on_the_dev_set(run_dag):
-    """§6.3 at the demo's scale: 4 candidates scored on section 22, the best one's model decoded on 23."""
-    record = json.loads((run_dag / "parse/selected.json").read_text())
-    assert len(record["candidates"]) == 4 and record["metric"] == "f1"
-    best = max(record["candidates"], key=lambda c: (c["value"], -c["dev_ppl"]))["name"]  # equal F1: lower ppl
-    assert record["selected"] == best
-    assert (run_dag / "parse/checkpoints/last.pt").read_bytes() == (run_dag / best / "checkpoints/last.pt").read_bytes()
-    assert all((run_dag / c["name"] / "wsj22.score.json").exists() for c in record["candidates"])
-    table4 = list(csv.DictReader((run_dag / "tables/table4.csv").open()))
-    assert table4[0]["selected_on_dev"].endswith("best of 4)")
-
-
-@pytest.mark.slow
-def test_rebuilt_identical_vocabularies_throw_away_no_training(run_dag, tmp_path):
-    """The vocabularies built again (as a rerun of prepare leaves them to be: at paper scale
-    Snakemake judges its GB-sized text by date), and the corpora, the trainings and the decodings
-    run again after them: the vocabularies come out the same, so no finished training is set aside
-    or repeated, and every model decodes with the rebuilt files (the regression test of the case
-    found: the whole study was retrained to identical weights)."""
-    work = tmp_path / "work"
-    shutil.copytree(run_dag.parent, work, symlinks=True)
-    results = work / "results"
-    models = {p: p.read_bytes() for p in results.glob("data/*/spm.*.model")}
-    written = {p: p.stat().st_mtime_ns for p in models}
-    time.sleep(0.01)
-    cmd = [sys.executable, "-m", "snakemake", "all", "-s", str(ROOT / "Snakefile"), "-d", str(work), "--cores", "2",
-           "--configfile", str(work / "study.yaml"), "--replace-workflow-config",
-           "--forcerun", "vocab", "encode", "train", "translate"]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
-    assert all(p.stat().st_mtime_ns != t for p, t in written.items()), "not rebuilt: the test did not test"
-    assert not list(results.glob("*/replaced-*")), "a finished run was set aside"
-    logs = sorted(results.glob("logs/train/*.log"))
-    # base x 3 seeds, t3-A-h1 x 2, big, t3-D-ls0.0, t3-init-fairseq and the parser's 4 candidates
-    assert len(logs) == 12
-    for log in logs:
-        records = [json.loads(line) for line in (results / log.stem / "metrics.jsonl").read_text().splitlines()]
-        starts = [r["step"] for r in records if r.get("event") == "start"]
-        assert starts == [0, 24], (log.stem, starts)  # trained once; the rerun resumed at its end
-        assert "resumed from step 24" in log.read_text() and "training from scratch" not in log.read_text()
-    assert {p: p.read_bytes() for p in models} == models  # rebuilt, byte for byte the same
 
 
 def test_demo_generator_is_deterministic_and_splits_are_disjoint(tmp_path):
@@ -179,127 +45,16 @@ def test_demo_language_needs_reordering_and_agreement():
     assert any(" " in n[0] for n in lex.nouns) and any(" " in a[1] for a in lex.adverbs)  # two->one, one->two
 
 
-@pytest.mark.slow
-def test_export_through_the_dag_loads_in_transformers(run_dag):
-    """`snakemake results/base/hf` after the study: a folder transformers loads and decodes with, its
-    card carrying the run's score, and the CTranslate2 model beside it."""
-    transformers = pytest.importorskip("transformers", reason="the export extra is not installed")
-    pytest.importorskip("ctranslate2", reason="the export extra is not installed")
-    workdir = run_dag.parent
-    cmd = [sys.executable, "-m", "snakemake", "results/base/hf", "-s", str(ROOT / "Snakefile"), "-d", str(workdir),
-           "--cores", "2", "--configfile", str(workdir / "study.yaml"), "--replace-workflow-config"]  # fmt: skip
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
-    hf = run_dag / "base" / "hf"
-    tok = transformers.MarianTokenizer.from_pretrained(hf)
-    model = transformers.MarianMTModel.from_pretrained(hf)
-    source = (run_dag / "data" / "eng-zil" / "test.src").read_text().splitlines()[:3]
-    inputs = tok(source, return_tensors="pt", padding=True)
-    assert len(tok.batch_decode(model.generate(**inputs), skip_special_tokens=True)) == 3
-    ours = checkpoint.rebuild(checkpoint.load(run_dag / "base" / "average.pt")).eval()  # the model Table 2 decodes
-    start = torch.full((3, 1), 2)
-    with torch.no_grad():
-        theirs = model(**inputs, decoder_input_ids=start).logits
-        torch.testing.assert_close(theirs, ours(inputs["input_ids"], start), rtol=0, atol=1e-5)
-    score = json.loads((run_dag / "base" / "test.score.json").read_text())
-    assert f"{score['tokenized_bleu']['score']:.2f}" in (hf / "README.md").read_text()
-    assert (run_dag / "base" / "hf-ct2" / "model.bin").exists()
-
-
-@pytest.mark.slow
-def test_rerunning_one_stage_reruns_that_one_job(run_dag):
-    """README, "Rerunning one stage": the target first, then --forcerun, reruns one translation
-    (not the 18 jobs `--forcerun translate <file>` gave). Decoding is deterministic: the file is
-    the same, so `snakemake table2` has nothing to redo (Snakemake compares the content)."""
-    workdir = run_dag.parent
-    common = ["-s", str(ROOT / "Snakefile"), "-d", str(workdir), "--cores", "2",
-              "--configfile", str(workdir / "study.yaml"), "--replace-workflow-config"]  # fmt: skip
-    run = snakemake(*common, "results/base/test.zil", "--forcerun", "translate", cwd=workdir, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert "1 of 1 steps (100%) done" in run.stderr, run.stderr[-3000:]
-    plan = snakemake(*common, "table2", "-n", cwd=workdir)
-    assert plan.returncode == 0 and not job_counts(planned_jobs(plan.stdout + plan.stderr)), plan.stdout[-2000:]
-
-
-@pytest.mark.slow
-def test_more_bootstrap_samples_redo_table_3_alone(run_dag, tmp_path):
-    """Table 3's bootstrap sample count is the tables step's: changing it in the study's own config file
-    plans that one job, no score. (The file is edited in place, as a user would: another file's name
-    would be a change of the tables' first line, and redo them all.)"""
-    workdir = run_dag.parent
-    study = workdir / "study.yaml"
-    original = study.read_bytes()
-    config = yaml.safe_load(original)
-    config.setdefault("scoring", {})["bootstrap_resamples"] = 77
-    try:
-        study.write_text(yaml.safe_dump(config))
-        plan = snakemake("-s", str(ROOT / "Snakefile"), "-d", str(workdir), "--configfile", str(study),
-                         "--replace-workflow-config", "-n", "-p", cwd=workdir)  # fmt: skip
-    finally:
-        study.write_bytes(original)
-    assert plan.returncode == 0, plan.stderr[-3000:]
-    jobs = planned_jobs(plan.stdout + plan.stderr)
-    assert job_counts(jobs) == {"tables": 1, "all": 1}, job_counts(jobs)
-    shell = next(j["shell"] for j in jobs if j["rule"] == "tables")
-    assert "--table 3" in shell and "--bootstrap 77" in shell
-
-
-@pytest.mark.slow
-def test_adding_seeds_to_a_finished_row_trains_only_the_new_seeds(run_dag, tmp_path):
-    """`seeds: [1, 2]` on a row that finished with seed 1: its run is kept, only seed 2 is trained
-    (then decoded, scored, and the row's table and figure redone)."""
-    workdir = run_dag.parent
-    config = yaml.safe_load((workdir / "study.yaml").read_text())
-    config["experiments"]["t3-D-ls0.0"]["seeds"] = [1, 2]
-    (tmp_path / "seeds.yaml").write_text(yaml.safe_dump(config))
-    plan = snakemake("-s", str(ROOT / "Snakefile"), "-d", str(workdir), "--configfile", str(tmp_path / "seeds.yaml"),
-                     "--replace-workflow-config", "-n", cwd=workdir)  # fmt: skip
-    assert plan.returncode == 0, plan.stderr[-3000:]
-    jobs = planned_jobs(plan.stdout + plan.stderr)
-    trained = [j["output"] for j in jobs if j["rule"] == "train"]
-    assert trained == ["results/t3-D-ls0.0.seed-2/checkpoints/last.pt"], trained
-    # the row's own run is neither trained nor decoded nor scored again (the tables are redone: their
-    # first line names this config file)
-    redone = [j["rule"] for j in jobs if "/t3-D-ls0.0/" in j["output"] and j["rule"] != "figures"]
-    assert redone == [] and job_counts(jobs)["score"] == 1, (redone, job_counts(jobs))
-
-
-@pytest.mark.slow
-def test_report_builds_offline_with_every_figure(run_dag):
-    workdir = run_dag.parent
-    report = workdir / "report.html"
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(ROOT / "Snakefile"),
-        "-d",
-        str(workdir),
-        "--configfile",
-        str(workdir / "study.yaml"),
-        "--replace-workflow-config",
-        "--report",
-        str(report),
-    ]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    html = report.read_text(errors="replace")
-    for experiment in ("base", "big", "t3-A-h1", "t3-D-ls0.0", "parse"):
-        for figure in ("learning_curves.png", "learning_rate.png", "attention.png", "cross_attention.png"):
-            assert (run_dag / experiment / "figures" / figure).stat().st_size > 1000
-    assert html.count("learning_curves.png") >= 5 and "attention.png" in html and "table3.csv" in html
-    assert "cross_attention.png" in html
-    assert 'src="http' not in html  # self-contained
-
-
 @pytest.fixture(scope="module")
 def demo_clone(tmp_path_factory) -> Path:
     """The demo exactly as the README types it, `snakemake --profile profiles/demo`, from the root of
-    a fresh clone (a scratch folder linking the repository's files)."""
-    clone = fresh_clone(tmp_path_factory.mktemp("demo"))
+    a fresh clone (a scratch folder linking the repository's files; its profiles/ a copy, which a
+    test edits as a user would). What the terminal showed is kept in terminal.txt. The one whole
+    DAG the suite runs outside Slurm: every test of what a study produces reads this run."""
+    clone = fresh_clone(tmp_path_factory.mktemp("demo"), copied=("profiles",))
     run = snakemake("--profile", "profiles/demo", cwd=clone, timeout=1500)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
+    (clone / "terminal.txt").write_text(run.stdout + run.stderr)
     return clone
 
 
@@ -505,9 +260,212 @@ def test_the_demo_answers_why_a_reproduction_falls_short(demo_results):
 
 @pytest.mark.slow
 def test_demo_report_as_the_readme_types_it(demo_clone):
+    """The report as README types it: offline (no link out), every table and every figure in it."""
     run = snakemake("--profile", "profiles/demo", "--report", "results/demo/report.html", cwd=demo_clone, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
-    html = (demo_clone / "results/demo/report.html").read_text(errors="replace")
+    results = demo_clone / "results/demo"
+    html = (results / "report.html").read_text(errors="replace")
     for n in (1, 2, 3, 4):
         assert f"table{n}.md" in html and f"table{n}.csv" in html
-    assert html.count("learning_curves.png") >= 5 and 'src="http' not in html
+    for experiment in ("base", "big", "t3-A-h1", "t3-D-ls0.0", "parse"):
+        for figure in ("learning_curves.png", "learning_rate.png", "attention.png", "cross_attention.png"):
+            assert (results / experiment / "figures" / figure).stat().st_size > 1000
+    assert html.count("learning_curves.png") >= 5 and "cross_attention.png" in html and "table3.csv" in html
+    assert 'src="http' not in html  # self-contained
+
+
+# -- what the study produced, and what a user does next, on the demo's run ---------------------------
+def demo(clone: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """`snakemake --profile profiles/demo ARGS` in the demo's clone, as a user types it after the demo."""
+    return snakemake("--profile", "profiles/demo", *args, cwd=clone, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_every_table_with_paper_columns(demo_results):
+    table1 = list(csv.DictReader((demo_results / "tables/table1.csv").open()))
+    assert [r["layer"] for r in table1][:2] == ["self-attention", "recurrent"]
+    assert (demo_results / "tables/table1.png").exists()
+    for n in (2, 3, 4):
+        md, table = demo_results / f"tables/table{n}.md", demo_results / f"tables/table{n}.csv"
+        assert md.exists() and table.exists()
+        rows = list(csv.DictReader(table.open()))
+        ours = [r for r in rows if not r["experiment"].startswith("baseline") and r["experiment"]]
+        assert ours and all(r["status"] == "done" for r in ours)
+    table2 = list(csv.DictReader((demo_results / "tables/table2.csv").open()))
+    assert {r["experiment"] for r in table2} >= {"base", "big", "baseline: copy the source", "baseline: word by word"}
+    assert all(r["setting"].startswith("no model: ") for r in table2 if r["experiment"].startswith("baseline"))
+    assert "paper_bleu" in table2[0] and "cost_flops_paper_formula" in table2[0]
+    lines = list(csv.DictReader((demo_results / "tables/table3.csv").open()))
+    table3 = [r for r in lines if not r["replicate_of"]]
+    assert [r["row"] for r in table3] == ["base", "big", "A", "D", "init (ours)"]
+    seeds = [(r["experiment"], r["seed"]) for r in lines if r["replicate_of"]]
+    assert seeds == [
+        ("base", "1"),
+        ("base.seed-2", "2"),
+        ("base.seed-3", "3"),
+        ("t3-A-h1", "1"),
+        ("t3-A-h1.seed-2", "2"),
+    ]
+    assert table3[2]["test"] == "stratified approximate randomization, 2 seeds each"
+    assert all(r["dev_ppl"] and r["params_M"] for r in table3)
+    assert all(r["p_value_vs_base"] for r in table3 if r["row"] != "base")
+    table4 = list(csv.DictReader((demo_results / "tables/table4.csv").open()))
+    assert any(r["row"] == "baseline: right-branching" and r["f1"] and r["setting"] for r in table4)
+
+
+@pytest.mark.slow
+def test_trainings_and_translations_say_their_progress_on_the_terminal(demo_clone, demo_results):
+    """What Snakemake's terminal shows while the long jobs run: each training's start, step and dev
+    lines and each translation's progress, after the job's log name; the log has the same lines.
+    The start line names the rule's threads (Snakemake's OMP_NUM_THREADS: 2 of the profile's cores)
+    and the wait policy."""
+    terminal = (demo_clone / "terminal.txt").read_text().splitlines()
+    for experiment in ("base", "big", "t3-A-h1.seed-2", "parse.tune-P_drop0.3-lr_scale2"):
+        prefix = f"train/{experiment}: "
+        said = [line.removeprefix(prefix) for line in terminal if line.startswith(prefix)]
+        assert said[0].startswith(f"training {experiment}: ") and said[-1].startswith("done: "), said
+        assert said[0].endswith("2 CPU thread(s) per process, OMP_WAIT_POLICY PASSIVE"), said[0]
+        assert any(line.startswith("step ") and " eta " in line for line in said), said
+        logged = (demo_results / "logs" / "train" / f"{experiment}.log").read_text().splitlines()
+        assert said == [line for line in logged if line in said], "the terminal and the log differ"
+    assert any(line.startswith("translate/base.test.") and "translated 300/300 sentences" in line for line in terminal)
+
+
+@pytest.mark.slow
+def test_score_files_have_both_protocols(demo_results):
+    for path in [*demo_results.glob("*/test.score.json"), *demo_results.glob("*/dev.score.json")]:
+        s = json.loads(path.read_text())
+        assert s["lines"] == 300 and "score" in s["sacrebleu"] and "score" in s["tokenized_bleu"]
+        assert s["sacrebleu"]["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    parse = json.loads((demo_results / "parse/wsj23.score.json").read_text())
+    assert parse["all"]["sentences"] == 300
+
+
+@pytest.mark.slow
+def test_averaged_models_and_translations(demo_results):
+    for name in ("base", "big"):
+        avg = checkpoint.load(demo_results / name / "average.pt")
+        assert avg["averaged_steps"] == [150, 200]  # the last 2 (the demo's average), written every 50 updates
+        src = list(read_lines(demo_results / "data/eng-zil/test.src"))
+        assert len(list(read_lines(demo_results / name / "test.zil"))) == len(src) == 300
+    assert len(list(read_lines(demo_results / "parse/wsj23.trees"))) == 300
+
+
+@pytest.mark.slow
+def test_the_parser_was_selected_on_the_dev_set(demo_results):
+    """§6.3 at the demo's scale: 4 candidates scored on section 22, the best one's model decoded on 23."""
+    record = json.loads((demo_results / "parse/selected.json").read_text())
+    assert len(record["candidates"]) == 4 and record["metric"] == "f1"
+    best = max(record["candidates"], key=lambda c: (c["value"], -c["dev_ppl"]))["name"]  # equal F1: lower ppl
+    assert record["selected"] == best
+    selected = (demo_results / "parse/checkpoints/last.pt").read_bytes()
+    assert selected == (demo_results / best / "checkpoints/last.pt").read_bytes()
+    assert all((demo_results / c["name"] / "wsj22.score.json").exists() for c in record["candidates"])
+    table4 = list(csv.DictReader((demo_results / "tables/table4.csv").open()))
+    assert table4[0]["selected_on_dev"].endswith("best of 4)")
+
+
+@pytest.mark.slow
+def test_rebuilt_identical_vocabularies_throw_away_no_training(demo_clone, tmp_path):
+    """The vocabularies built again (as a rerun of prepare leaves them to be: at paper scale
+    Snakemake judges its GB-sized text by date), and the corpora, the trainings and the decodings
+    run again after them, for a translation and a parse of each dataset: the vocabularies come out
+    the same, so no finished training is set aside or repeated, and every model decodes with the
+    rebuilt files (the regression test of the case found: the whole study was retrained to
+    identical weights). On a copy of the demo's clone."""
+    work = tmp_path / "work"
+    shutil.copytree(demo_clone, work, symlinks=True)
+    results = work / "results/demo"
+    models = {p: p.read_bytes() for p in results.glob("data/*/spm.*.model")}
+    written = {p: p.stat().st_mtime_ns for p in models}
+    time.sleep(0.01)
+    targets = ["results/demo/base/test.zil", "results/demo/parse/wsj23.trees"]
+    done = demo(work, *targets, "--forcerun", "vocab", "encode", "train", "translate")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    assert all(p.stat().st_mtime_ns != t for p, t in written.items()), "not rebuilt: the test did not test"
+    assert not list(results.glob("*/replaced-*")), "a finished run was set aside"
+    trained = re.findall(r"^train/(\S+): training ", done.stdout + done.stderr, re.M)
+    # base and the parser's 4 candidates: each resumed at its end, none trained again
+    assert sorted(trained) == ["base", *(c.name for c in sorted(results.glob("parse.tune-*")))], trained
+    for name in trained:
+        starts = [r["step"] for r in metrics.read(results / name / "metrics.jsonl").start]
+        final = checkpoint.load(results / name / "checkpoints/last.pt")["step"]
+        assert starts == [0, final], (name, starts)  # trained once; the rerun resumed at its end
+        log = (results / "logs/train" / f"{name}.log").read_text()
+        assert f"resumed from step {final}" in log and "training from scratch" not in log
+    assert {p: p.read_bytes() for p in models} == models  # rebuilt, byte for byte the same
+
+
+@pytest.mark.slow
+def test_export_through_the_dag_loads_in_transformers(demo_clone, demo_results):
+    """`snakemake --profile profiles/demo results/demo/base/hf` after the demo: a folder transformers
+    loads and decodes with, its card carrying the run's score, and the CTranslate2 model beside it."""
+    transformers = pytest.importorskip("transformers", reason="the export extra is not installed")
+    pytest.importorskip("ctranslate2", reason="the export extra is not installed")
+    run = demo(demo_clone, "results/demo/base/hf")
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    hf = demo_results / "base" / "hf"
+    tok = transformers.MarianTokenizer.from_pretrained(hf)
+    model = transformers.MarianMTModel.from_pretrained(hf)
+    source = (demo_results / "data" / "eng-zil" / "test.src").read_text().splitlines()[:3]
+    inputs = tok(source, return_tensors="pt", padding=True)
+    assert len(tok.batch_decode(model.generate(**inputs), skip_special_tokens=True)) == 3
+    ours = checkpoint.rebuild(checkpoint.load(demo_results / "base" / "average.pt")).eval()  # what Table 2 decodes
+    start = torch.full((3, 1), 2)
+    with torch.no_grad():
+        theirs = model(**inputs, decoder_input_ids=start).logits
+        torch.testing.assert_close(theirs, ours(inputs["input_ids"], start), rtol=0, atol=1e-5)
+    score = json.loads((demo_results / "base" / "test.score.json").read_text())
+    assert f"{score['tokenized_bleu']['score']:.2f}" in (hf / "README.md").read_text()
+    assert (demo_results / "base" / "hf-ct2" / "model.bin").exists()
+
+
+@pytest.mark.slow
+def test_rerunning_one_stage_reruns_that_one_job(demo_clone):
+    """docs/results.md, "Rerunning one stage": the target first, then --forcerun, reruns one
+    translation (not the jobs `--forcerun translate <file>` gave). Decoding is deterministic: the
+    file is the same, so `snakemake table2` has nothing to redo (Snakemake compares the content)."""
+    run = demo(demo_clone, "results/demo/base/test.zil", "--forcerun", "translate")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "1 of 1 steps (100%) done" in run.stderr, run.stderr[-3000:]
+    plan = demo(demo_clone, "table2", "-n")
+    assert plan.returncode == 0 and not job_counts(planned_jobs(plan.stdout + plan.stderr)), plan.stdout[-2000:]
+
+
+@pytest.mark.slow
+def test_more_bootstrap_samples_redo_table_3_alone(demo_clone):
+    """Table 3's bootstrap sample count is the tables step's: changing it in the study's own config file
+    plans that one job, no score. (The file is edited in place, as a user would: another file's name
+    would be a change of the tables' first line, and redo them all.)"""
+    study = demo_clone / "profiles/demo/study.yaml"
+    original = study.read_bytes()
+    config = yaml.safe_load(original)
+    config.setdefault("scoring", {})["bootstrap_resamples"] = 77
+    try:
+        study.write_text(yaml.safe_dump(config))
+        plan = demo(demo_clone, "-n", "-p")
+    finally:
+        study.write_bytes(original)
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    jobs = planned_jobs(plan.stdout + plan.stderr)
+    assert job_counts(jobs) == {"tables": 1, "all": 1}, job_counts(jobs)
+    shell = next(j["shell"] for j in jobs if j["rule"] == "tables")
+    assert "--table 3" in shell and "--bootstrap 77" in shell
+
+
+@pytest.mark.slow
+def test_adding_seeds_to_a_finished_row_trains_only_the_new_seeds(demo_clone, tmp_path):
+    """`seeds: [1, 2]` on a row that finished with seed 1: its run is kept, only seed 2 is trained
+    (then decoded, scored, and the row's table and figure redone)."""
+    config = yaml.safe_load((demo_clone / "profiles/demo/study.yaml").read_text())
+    config["experiments"]["t3-D-ls0.0"]["seeds"] = [1, 2]
+    (tmp_path / "seeds.yaml").write_text(yaml.safe_dump(config))
+    plan = demo(demo_clone, "--configfile", str(tmp_path / "seeds.yaml"), "-n")
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    jobs = planned_jobs(plan.stdout + plan.stderr)
+    trained = [j["output"] for j in jobs if j["rule"] == "train"]
+    assert trained == ["results/demo/t3-D-ls0.0.seed-2/checkpoints/last.pt"], trained
+    # the row's own run is neither trained nor decoded nor scored again (the tables are redone: their
+    # first line names this config file)
+    redone = [j["rule"] for j in jobs if "/t3-D-ls0.0/" in j["output"] and j["rule"] != "figures"]
+    assert redone == [] and job_counts(jobs)["score"] == 1, (redone, job_counts(jobs))
