@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import html
 import lzma
@@ -35,6 +36,29 @@ SEG_TAG = re.compile(r"<(/?)seg\b[^>]*>", re.IGNORECASE)
 
 
 # -- archives -----------------------------------------------------------------------------------
+@contextmanager
+def _decompressed(archive) -> Iterator:
+    """The tar stream inside `archive`, decompressed by Python's gzip, bz2 or lzma module (chosen by
+    the file's first bytes), which verifies the compressed stream's own checksum (CRC-32, CRC-64 or
+    SHA-256) when read to its end: a bit flipped on disk after the download's SHA-256 was checked is
+    refused, not extracted as other text (tarfile's own gzip reader checks no CRC). A plain tar has
+    no checksum of its data: the download's SHA-256 is its check."""
+    with open(archive, "rb") as raw:
+        magic = raw.read(6)
+        raw.seek(0)
+        if magic.startswith(b"\x1f\x8b"):
+            stream = gzip.GzipFile(fileobj=raw, mode="rb")
+        elif magic.startswith(b"BZh"):
+            stream = bz2.BZ2File(raw, mode="rb")
+        elif magic.startswith(b"\xfd7zXZ\x00"):
+            stream = lzma.LZMAFile(raw, mode="rb")
+        else:
+            yield raw
+            return
+        with stream:
+            yield stream
+
+
 def extract_members(
     archive: str | os.PathLike, names: set[str] | Callable[[str], bool], dest: str | os.PathLike
 ) -> dict[str, Path]:
@@ -48,7 +72,7 @@ def extract_members(
     wanted = names if callable(names) else names.__contains__
     found: dict[str, Path] = {}
     try:
-        with tarfile.open(archive, "r|*") as tar:
+        with _decompressed(archive) as stream, tarfile.open(fileobj=stream, mode="r|") as tar:
             for member in tar:
                 try:
                     checked = tarfile.data_filter(member, str(dest))
@@ -63,6 +87,8 @@ def extract_members(
                 if wanted(member.name) and checked is not None and checked.isfile():
                     tar.extract(checked, dest, filter="data")
                     found[member.name] = dest / checked.name
+            while stream.read(1 << 20):  # to its end: the compressor's checksum of all of it is verified there
+                pass
     # TypeError, struct.error: tarfile's own reading of a stream cut short (ord() of b"" in its gzip header)
     except (
         tarfile.TarError,

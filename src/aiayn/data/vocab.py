@@ -25,16 +25,9 @@ SIDES = {"src": "source", "tgt": "target"}
 
 
 def load(path: str | os.PathLike) -> spm.SentencePieceProcessor:
-    path = readable(path, "a sentencepiece model")
-    sp = spm.SentencePieceProcessor()
-    try:
-        sp.Load(str(path))
-    except (OSError, RuntimeError) as exc:
-        raise UserError(f"{path}: not a sentencepiece model ({exc}); rerun the vocabulary step") from None
-    ids = (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id())
-    if ids != (PAD, UNK, BOS, EOS):
-        raise UserError(f"{path}: special ids (pad, unk, bos, eos) are {ids}, aiayn needs {(PAD, UNK, BOS, EOS)}")
-    return sp
+    """A sentencepiece model, checked (`verified`), with the special ids aiayn needs."""
+    data, path = verified(path)
+    return spm.SentencePieceProcessor(model_proto=data)
 
 
 def to_ids(sp: spm.SentencePieceProcessor, lines: list[str]) -> list[list[int]]:
@@ -50,6 +43,11 @@ def to_text(sp: spm.SentencePieceProcessor, ids: list[int]) -> str:
 # prefix (a scratch folder of ours) and the threads
 INCIDENTAL = ("input", "model_prefix", "num_threads")
 IDENTITY = "spm-sha256:"  # an identity's scheme; one without (64 hex digits) is an older file digest
+# What a model aiayn writes holds in its TrainerSpec's model_prefix (an incidental field, a record
+# only, left out of `canonical`): the SHA-256 of its canonical bytes, checked whenever it is read, as
+# an encoded corpus checks its arrays. A model without it (another tool's, an aiayn before 0.5) is
+# read unchecked.
+CHECKSUM = "aiayn-sha256:"
 
 
 def model_proto():
@@ -68,11 +66,8 @@ def model_proto():
     return sentencepiece_model_pb2.ModelProto
 
 
-def canonical(model: bytes) -> bytes:
-    """The bytes of a sentencepiece model with its TrainerSpec's incidental fields (input files,
-    output prefix, threads) left out: what it is, not how it was made. sentencepiece loads it as
-    it loads the model (those fields are only a record). Raises ValueError for bytes that are not
-    a model proto."""
+def _parse(model: bytes):
+    """The ModelProto of `model`'s bytes; ValueError for bytes that are not one."""
     from google.protobuf.message import DecodeError
 
     proto = model_proto()()
@@ -80,23 +75,54 @@ def canonical(model: bytes) -> bytes:
         proto.ParseFromString(model)
     except DecodeError as exc:
         raise ValueError(str(exc)) from None
+    return proto
+
+
+def canonical(model: bytes) -> bytes:
+    """The bytes of a sentencepiece model with its TrainerSpec's incidental fields (input files,
+    output prefix, threads) left out: what it is, not how it was made. sentencepiece loads it as
+    it loads the model (those fields are only a record). Raises ValueError for bytes that are not
+    a model proto."""
+    proto = _parse(model)
     for name in INCIDENTAL:
         proto.trainer_spec.ClearField(name)
     return proto.SerializeToString(deterministic=True)
+
+
+def with_checksum(model: bytes) -> bytes:
+    """`canonical(model)` with its own SHA-256 recorded in it (CHECKSUM): what aiayn writes."""
+    proto = _parse(canonical(model))
+    proto.trainer_spec.model_prefix = CHECKSUM + hashlib.sha256(canonical(model)).hexdigest()
+    return proto.SerializeToString(deterministic=True)
+
+
+def verified(path: str | os.PathLike) -> tuple[bytes, Path]:
+    """The bytes of the sentencepiece model at `path` (and the path), checked against the checksum
+    it records (CHECKSUM) when it records one: a flipped bit, a cut or a hand edit is refused in one
+    line naming the file, never encoded or decoded with."""
+    path = readable(path, "a sentencepiece model")
+    data = path.read_bytes()
+    try:
+        recorded = _parse(data).trainer_spec.model_prefix
+        if recorded.startswith(CHECKSUM) and recorded != CHECKSUM + hashlib.sha256(canonical(data)).hexdigest():
+            raise ValueError("checksum")
+        sp = spm.SentencePieceProcessor(model_proto=data)  # protobuf alone takes much damage for a model
+    except (ValueError, RuntimeError, OSError):
+        raise UserError(f"{path}: not a sentencepiece model (damaged); rerun the vocabulary step") from None
+    if not sp.GetPieceSize():  # sentencepiece loads an empty proto as a model of no pieces
+        raise UserError(f"{path}: not a sentencepiece model (empty or cut short); rerun the vocabulary step")
+    ids = (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id())
+    if ids != (PAD, UNK, BOS, EOS):
+        raise UserError(f"{path}: special ids (pad, unk, bos, eos) are {ids}, aiayn needs {(PAD, UNK, BOS, EOS)}")
+    return data, path
 
 
 def identity(path: str | os.PathLike) -> str:
     """What identifies a sentencepiece model: its pieces and settings (the SHA-256 of `canonical`),
     so that a vocabulary trained again to the same pieces is the same one. Encoded corpora record
     it of the models they were encoded with, checkpoints of those they were trained with."""
-    path = readable(path, "a sentencepiece model")
-    data = path.read_bytes()
-    try:
-        digest = hashlib.sha256(canonical(data)).hexdigest()
-        spm.SentencePieceProcessor(model_proto=data)  # protobuf alone takes much damage for a model
-    except (ValueError, RuntimeError):
-        raise UserError(f"{path}: not a sentencepiece model (damaged); rerun the vocabulary step") from None
-    return IDENTITY + digest
+    data, _ = verified(path)
+    return IDENTITY + hashlib.sha256(canonical(data)).hexdigest()
 
 
 def matches(recorded: str | None, path: str | os.PathLike) -> bool:
@@ -191,8 +217,9 @@ def train(
             spm.SentencePieceProcessor(model_file=f"{prefix}.model")
         except (OSError, RuntimeError):
             raise write_failure(out, UserError(f"{out}: sentencepiece wrote no readable model")) from None
-        # written without the scratch prefix, input paths and threads: the same pieces, the same bytes
-        model.write_bytes(canonical(Path(f"{prefix}.model").read_bytes()))
+        # written without the scratch prefix, input paths and threads (the same pieces, the same
+        # bytes), its checksum in their place
+        model.write_bytes(with_checksum(Path(f"{prefix}.model").read_bytes()))
         os.replace(f"{prefix}.vocab", pieces)
 
 

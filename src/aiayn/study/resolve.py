@@ -24,9 +24,25 @@ KEYS = {"name": str, "preset": str, "dataset": str, "task": str, "model": dict, 
 CHECKED = {"model": "model", "train": "train", "vocab": "vocab"}
 
 
+# settings an experiment.json of an earlier aiayn lacks, each read as its default, the setting those
+# studies trained with (model.init arrived after 0.3.0, whose models were t2t's)
+LATER = {"model": {"init"}}
+
+
 def missing(settings: dict) -> list[str]:
     """The keys of KEYS that `settings` lacks or holds as another type."""
     return [k for k, kind in KEYS.items() if not isinstance(settings.get(k), kind)]
+
+
+def incomplete(settings: dict) -> list[str]:
+    """The settings (as `part.key`) that `resolve.write` always writes and `settings` lacks: what a
+    damaged or hand-cut experiment.json misses, which a default would silently replace."""
+    return [
+        f"{part}.{key}"
+        for part, name in CHECKED.items()
+        for key in config.definition(name)["properties"]
+        if key not in settings[part] and key not in LATER.get(part, ())
+    ]
 
 
 def checked(settings: dict, where: str) -> dict:
@@ -53,7 +69,8 @@ def write(settings: dict, out: str | os.PathLike, *, where: str = "--settings") 
 
 
 def read(path: str | os.PathLike) -> dict:
-    """The settings of experiment.json; a file that is not one names what it lacks."""
+    """The settings of experiment.json; a file that is not one names what it lacks, and a key it
+    lacks is never filled with a default (but the LATER ones of an earlier aiayn's file)."""
     path = readable(path, "experiment settings (experiment.json)")
     try:
         text = path.read_text(encoding="utf-8")
@@ -68,5 +85,11 @@ def read(path: str | os.PathLike) -> dict:
         raise UserError(
             f"{path}: the settings lack {', '.join(lacking)}; write them with `python -m aiayn resolve` "
             "(the resolve rule)"
+        )
+    cut = incomplete(settings)
+    if cut:
+        raise UserError(
+            f"{path}: the settings lack {', '.join(cut)}, which the resolve rule always writes (a damaged or "
+            "hand-edited file): write it again with `python -m aiayn resolve` (snakemake --forcerun resolve)"
         )
     return checked(settings, str(path))
