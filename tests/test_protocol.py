@@ -529,3 +529,43 @@ def test_a_test_file_with_another_extra_line_is_still_refused(tmp_path):
     test.write_text(gold.read_text() + "(TOP (NN x))\n")
     with pytest.raises(UserError, match="has 11 lines but .* has 10; they must align"):
         evalb_files(gold, test, log=lambda m: None)
+
+
+def test_what_the_tokenizer_replaces_in_sacremoses_is_still_there():
+    """aiayn.evaluation.moses.Tokenizer subclasses sacremoses' MosesTokenizer and replaces some of its
+    undocumented attributes and methods with perl 2017's. A sacremoses release that renames or stops
+    using one would make our replacement silently do nothing: every attribute our __init__ sets that
+    the parent has, and every method we override, must still exist in the parent, be of the same kind,
+    and be used by the parent's own code (pyproject.toml bounds sacremoses to the releases CI tested)."""
+    import ast
+    import inspect
+
+    import sacremoses
+    from sacremoses import MosesTokenizer
+
+    tree = ast.parse(inspect.getsource(moses.Tokenizer))
+    cls = tree.body[0]
+    init = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    targets = [t for node in ast.walk(init) if isinstance(node, ast.Assign) for t in node.targets]
+    targets += [e for t in targets if isinstance(t, ast.Tuple) for e in t.elts]
+    assigned = {t.attr for t in targets if isinstance(t, ast.Attribute) and getattr(t.value, "id", "") == "self"}
+    parent = MosesTokenizer(lang="en")
+    source = inspect.getsource(MosesTokenizer)
+    replaced = sorted(a for a in assigned if hasattr(parent, a) and a != "lang")
+    methods = sorted(n.name for n in cls.body if isinstance(n, ast.FunctionDef) and n.name != "__init__")
+    moved = []
+    for name in replaced:
+        ours = getattr(moses.tokenizer("de"), name)
+        theirs = getattr(parent, name)
+        used = len(re.findall(rf"\b{name}\b", source)) > 1  # defined, and read somewhere (a method, a pattern)
+        if type(ours) is not type(theirs) or not used:
+            moved.append(f"attribute {name}")
+    for name in methods:
+        if not callable(getattr(MosesTokenizer, name, None)) or f"self.{name}(" not in source + "self.tokenize(":
+            moved.append(f"method {name}")
+    assert len(replaced) == 14 and len(methods) == 4, (replaced, methods)
+    assert not moved, (
+        f"sacremoses {sacremoses.__version__} moved what aiayn.evaluation.moses.Tokenizer replaces: "
+        f"{', '.join(moved)}; the paper's tokenization would silently change. Install a sacremoses that "
+        "pyproject.toml admits, or port the change and test it against tests/fixtures/protocol"
+    )
