@@ -7,6 +7,7 @@ import is checked the day it is written."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -15,19 +16,23 @@ from conftest import ROOT
 from aiayn.cli import COMMANDS
 
 PACKAGE = ROOT / "src" / "aiayn"
+DEVELOPMENT = ROOT / "docs" / "development.md"
+
+
+def documented_layers() -> list[set[str]]:
+    """The layers docs/development.md states, bottom to top: the line after "Imports run one way, up
+    these layers" of `name/` and `name.py` groups joined by arrows (the package's `aiayn` itself with
+    the first)."""
+    text = " ".join(DEVELOPMENT.read_text(encoding="utf-8").split())
+    found = re.search(r"Imports run one way, up these layers.*?: ((?:`[^`]+`[,\s→]*)+)", text)
+    assert found, f"{DEVELOPMENT}: no line 'Imports run one way, up these layers ...: `a` → `b` ...'"
+    layers = [set(re.findall(r"`(\w+)(?:/|\.py)`", part)) for part in found[1].split("→")]
+    layers[0].add("aiayn")
+    return layers
+
+
 # bottom to top: a module may import from its own layer and the layers before it
-LAYERS = [
-    {"aiayn", "errors", "io"},  # what every stage shares
-    {"model"},  # the Transformer and its search: what everything trains, decodes and counts
-    {"study"},  # config, the experiment grid, file names
-    {"runtime"},  # what every stage runs on: checkpoint format, run record, device, precision, schedule, line reader
-    {"data"},
-    {"parsing"},
-    {"training"},
-    {"evaluation"},
-    {"report"},
-    {"commands", "cli", "__main__", "inventory"},
-]
+LAYERS = documented_layers()
 STAGES = ["study", "data", "parsing", "model", "training", "evaluation", "report", "commands"]
 
 
@@ -58,7 +63,18 @@ def layer(module: str) -> int:
 
 def test_every_module_is_in_a_layer():
     assert len(MODULES) > 40
+    assert LAYERS[:4] == [{"aiayn", "errors", "io"}, {"model"}, {"runtime"}, {"study"}], LAYERS
     assert {m: layer(m) for m in MODULES}  # raises StopIteration for a folder no layer names
+
+
+def test_the_model_imports_nothing_of_aiayn_but_itself():
+    """docs/development.md: `model/` imports nothing of aiayn but `model/`."""
+    outside = {
+        m: sorted(t for t in imports(p) if not t.startswith("aiayn.model"))
+        for m, p in MODULES.items()
+        if m.startswith("aiayn.model")
+    }
+    assert {m: t for m, t in outside.items() if t} == {}
 
 
 SHARED = ["runtime"]  # folders that are no stage: what the stages share

@@ -27,7 +27,6 @@ from aiayn.errors import UserError
 from aiayn.io import atomic_path, readable, write_failure
 from aiayn.model.hparams import ModelConfig
 from aiayn.model.transformer import Transformer, build
-from aiayn.study.layout import Layout
 
 STEP_FILE = re.compile(r"checkpoint_(\d+)\.pt$")
 
@@ -162,15 +161,18 @@ def newest_readable(folder: str | os.PathLike, log: Callable[[str], None]) -> di
     return None
 
 
+LOCK = ".train.lock"  # beside a run's folder of checkpoints: held by its one trainer while it trains
+
+
 @contextlib.contextmanager
 def exclusive(folder: str | os.PathLike):
     """Hold a run's folder of checkpoints for this process while the block runs: a second trainer
     of the same folder (an orphaned job and its rerun, two Snakemake runs) is refused, naming the
-    process that holds it, instead of two runs writing each other's checkpoints. (flock on a file
-    beside the folder, which stays when the folder is set aside; released when the process ends,
-    however it ends.)"""
+    process that holds it, instead of two runs writing each other's checkpoints. (flock on the file
+    LOCK beside the folder, which stays when the folder is set aside; released when the process
+    ends, however it ends.)"""
     folder = Path(os.path.realpath(folder))  # one lock per folder, whatever link names it
-    lock = Path(Layout.lock_of(folder))
+    lock = folder.parent / LOCK
     lock.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
     try:

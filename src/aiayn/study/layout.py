@@ -13,7 +13,7 @@ results/<experiment>/check.json                  the model's checks before train
 results/<experiment>/checkpoints/                step checkpoints; last.pt, the final model, once training is done
 results/<experiment>/metrics.jsonl               progress and dev loss, JSON lines
 results/<experiment>/tensorboard/                the same as TensorBoard events (with the tensorboard package)
-results/<experiment>/.train.lock                 held by the one trainer of the run while it trains
+results/<experiment>/.train.lock                 held by the run's one trainer (aiayn.runtime.checkpoint.LOCK)
 results/<experiment>/replaced-<date>-<time>/     checkpoints and metrics of an earlier run with other settings
 results/<experiment>/figures/*.png               learning curves and gradient norm, learning rate, attention maps
 results/<experiment>/figures/diagonal.json       the encoder-decoder attention's distance from the diagonal per layer
@@ -107,11 +107,6 @@ class Layout:
     def tensorboard_of(checkpoints: str) -> str:
         """The TensorBoard folder of the run whose step checkpoints are in folder `checkpoints`."""
         return posixpath.join(posixpath.dirname(str(checkpoints).rstrip("/")), "tensorboard")
-
-    @staticmethod
-    def lock_of(checkpoints: str) -> str:
-        """What the trainer of the run whose checkpoints are in `checkpoints` holds while it trains."""
-        return posixpath.join(posixpath.dirname(str(checkpoints).rstrip("/")), ".train.lock")
 
     @staticmethod
     def replaced(checkpoints: str, stamp: str) -> str:
