@@ -47,7 +47,9 @@ def test_the_documented_own_pair_runs_from_plain_files_to_table2(tmp_path):
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
     rows = list(csv.DictReader((tmp_path / "results/own/tables/table2.csv").open()))
     assert [r["experiment"] for r in rows] == ["my-small"] and rows[0]["status"] == "done"
-    assert float(rows[0]["bleu"]) >= 0 and rows[0]["lines"] == "100"
+    # 300 updates of a small model learn some of the made-up language (4.09 on this test's machine), where
+    # copying the source or translating word by word scores 0.00 (multi-bleu.perl: no matching 4-gram)
+    assert float(rows[0]["bleu"]) >= 1.0 and rows[0]["lines"] == "100", rows[0]["bleu"]
     # your files are read, never moved or removed: the corpus is as the command wrote it
     assert sorted(p.name for p in data.iterdir()) == sorted(n for pair in EXAMPLE_FILES.values() for n in pair)
 
