@@ -290,3 +290,48 @@ def test_every_train_option_passes_through_torchrun():
     argv = [x for o in ours for x in (o, "1")]
     parsed = get_args_parser().parse_args(["--nnodes", "1", "--nproc-per-node", "2", "-m", "aiayn", "train", *argv])
     assert parsed.training_script == "aiayn" and parsed.training_script_args == ["train", *argv]
+
+
+def passed_on(command: str) -> list[tuple[str, str, object]]:
+    """(option dest, library parameter, the library function) of every option `command`'s run()
+    passes to its one library call as `parameter=args.<dest>`, read from the command's source."""
+    import ast
+    import importlib
+
+    module = importlib.import_module(COMMANDS[command][0])
+    tree = ast.parse(Path(module.__file__).read_text())
+    imported = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("aiayn.") and node.level == 0:
+            for alias in node.names:
+                imported[alias.asname or alias.name] = (node.module, alias.name)
+    run = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "run")
+    found = []
+    for call in (n for n in ast.walk(run) if isinstance(n, ast.Call)):
+        parts = ast.unparse(call.func).split(".")
+        if parts[0] not in imported or imported[parts[0]][0] == "aiayn.commands":
+            continue
+        target = importlib.import_module(imported[parts[0]][0])
+        for name in [imported[parts[0]][1], *parts[1:]]:
+            target = getattr(target, name, None) or importlib.import_module(f"{target.__name__}.{name}")
+        for kw in call.keywords:
+            value = ast.unparse(kw.value)
+            if value.startswith("args.") and value.count(".") == 1:
+                found.append((value[5:], kw.arg, target))
+    return found
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_an_option_passed_to_the_library_has_the_librarys_default(command):
+    """One home per default: an option a command passes on to its library function defaults to that
+    function's own default (aiayn.commands.library_default), so running the function by hand and
+    running the command do the same thing."""
+    import inspect
+
+    defaults = {a.dest: a.default for a in build_parser(command)._subparsers._group_actions[0].choices[command]._actions}
+    differ = {}
+    for dest, parameter, function in passed_on(command):
+        theirs = inspect.signature(function).parameters[parameter].default
+        if theirs is not inspect.Parameter.empty and defaults.get(dest) != theirs:
+            differ[dest] = (defaults.get(dest), f"{function.__qualname__}({parameter}={theirs!r})")
+    assert not differ, f"{command}: option defaults written apart from the library's: {differ}"

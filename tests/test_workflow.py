@@ -326,3 +326,16 @@ def test_the_score_jobs_do_not_depend_on_the_bootstrap_sample_count(tmp_path, pa
         shells[samples] = {rule: sorted(j["shell"] for j in jobs if j["rule"] == rule) for rule in ("score", "tables")}
     assert shells[1000]["score"] == shells[77]["score"] and len(shells[77]["score"]) > 10
     assert shells[1000]["tables"] != shells[77]["tables"]
+
+
+def test_the_rules_name_files_only_through_the_layout():
+    """Every file a rule names comes from a named Layout method (aiayn.study.layout): no path put
+    together in a rule file, from an output's folder (os.path.dirname) or as Layout.data(<a file
+    name>), which would be a second home for a file name."""
+    found = []
+    for path in sorted((ROOT / "workflow" / "rules").glob("*.smk")) + [ROOT / "Snakefile"]:
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            code = line.split("#")[0]
+            if re.search(r"os\.path\.(dirname|basename)|LAYOUT\.(data|_p)\(|[\"']results/", code):
+                found.append(f"{path.name}:{number}: {line.strip()}")
+    assert found == []

@@ -3,7 +3,8 @@
 Each command parses its arguments and calls one library function. What the user can act on (a bad
 config, a missing or damaged file, a full disk or a read-only folder, too little memory, Ctrl-C)
 ends with one line on stderr naming the file or key and what to do (`aiayn.errors.explain`),
-and exit code 2 (130 for Ctrl-C); only a bug of ours shows a traceback.
+and exit code 2 (130 for Ctrl-C, 143 and 129 for SIGTERM and SIGHUP; `train` has codes of its own:
+aiayn.commands.train); only a bug of ours shows a traceback.
 
 Every command, before it imports torch, sets the thread policy of the OpenMP runtime torch computes
 with (`thread_policy`), and takes `--log-to FILE` (`log_to`): what a rule's job prints goes to its log,

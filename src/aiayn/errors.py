@@ -3,8 +3,8 @@
 error, every error of the file system (a full disk, a read-only folder, a permission), running out
 of memory, an input nested too deeply and Ctrl-C into one line and an exit code.
 
-`python -m aiayn` prints that line and exits 2 (130 for Ctrl-C); anything else is a bug of ours
-and keeps its traceback.
+`python -m aiayn` prints that line and exits 2 (130 for Ctrl-C, 128 + the signal for SIGTERM and
+SIGHUP); anything else is a bug of ours and keeps its traceback.
 """
 
 from __future__ import annotations

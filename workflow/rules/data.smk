@@ -49,7 +49,7 @@ rule prepare:
     output:
         src=LAYOUT.text("{dataset}", "train", "src"),
         tgt=LAYOUT.text("{dataset}", "train", "tgt"),
-        report=LAYOUT.data("{dataset}", "train.report.json"),
+        report=LAYOUT.train_report("{dataset}"),
     log:
         LAYOUT.log("prepare", "{dataset}"),
     benchmark:

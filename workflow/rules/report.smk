@@ -49,7 +49,7 @@ rule tables:
     conda:
         "../../envs/report.yaml"
     params:
-        results=lambda w, output: os.path.dirname(os.path.dirname(output.md)),
+        results=LAYOUT.results,
         experiments=lambda w: json.dumps(STUDY.table_spec(int(w.n))),
         bootstrap=lambda w: (
             config["scoring"]["bootstrap_resamples"] if w.n == "3" else 0

@@ -8,9 +8,13 @@ the top only what its command needs (the packages of its rule's `envs/` file).
 from __future__ import annotations
 
 import argparse
+import ast
+import functools
+import importlib.util
 import json
 import math
 import sys
+from pathlib import Path
 
 from aiayn.errors import UserError
 from aiayn.study import config
@@ -93,6 +97,25 @@ def finite_at_least(low: float):
 
     number.bound = f"a finite number >= {low:g}"
     return number
+
+
+@functools.cache
+def _signature_defaults(function: str) -> dict:
+    module, _, name = function.rpartition(".")
+    tree = ast.parse(Path(importlib.util.find_spec(module).origin).read_text(encoding="utf-8"))
+    node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+    args = node.args
+    positional = args.posonlyargs + args.args
+    pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults))
+    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    return {a.arg: d for a, d in pairs}
+
+
+def library_default(function: str, parameter: str):
+    """The default of `parameter` of the library function `function` ("aiayn.data.encode.encode_corpus"),
+    read from its source, not imported (a command's --help imports no torch): an option that the
+    command passes on to that function has one default, the function's."""
+    return ast.literal_eval(_signature_defaults(function)[parameter])
 
 
 def say(message: str) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aiayn.commands import at_least, finite_at_least, say
+from aiayn.commands import at_least, finite_at_least, library_default, say
 from aiayn.data.download import download
 
 
@@ -11,11 +11,22 @@ def add_arguments(parser):
     parser.add_argument("--sha256", required=True, help="the archive's SHA-256, 64 hex digits")
     parser.add_argument("--out", required=True, help="path of the downloaded archive")
     parser.add_argument(
-        "--retries", type=at_least(0), default=5, help="attempts after the first before giving up (default 5)"
+        "--retries",
+        type=at_least(0),
+        default=library_default("aiayn.data.download.download", "retries"),
+        help="attempts after the first before giving up (default %(default)s)",
     )
-    parser.add_argument("--wait", type=finite_at_least(0), default=10.0, help="seconds between attempts")
     parser.add_argument(
-        "--timeout", type=finite_at_least(0.001), default=60.0, help="seconds without data before an attempt fails"
+        "--wait",
+        type=finite_at_least(0),
+        default=library_default("aiayn.data.download.download", "wait"),
+        help="seconds between attempts (default %(default)s)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=finite_at_least(0.001),
+        default=library_default("aiayn.data.download.download", "timeout"),
+        help="seconds without data before an attempt fails (default %(default)s)",
     )
     parser.add_argument(
         "--size", type=at_least(1), help="the archive's size in bytes (tells a cut transfer from a finished one)"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aiayn.commands import at_least, say
+from aiayn.commands import at_least, library_default, say
 from aiayn.data.encode import encode_corpus
 
 
@@ -12,8 +12,18 @@ def add_arguments(parser):
     parser.add_argument("--spm-src", required=True, help="source sentencepiece model")
     parser.add_argument("--spm-tgt", required=True, help="target sentencepiece model")
     parser.add_argument("--out", required=True, help="encoded corpus to write (the format of aiayn.data.binary)")
-    parser.add_argument("--threads", type=at_least(1), default=1, help="encoding processes")
-    parser.add_argument("--chunk", type=at_least(1), default=100_000, help="lines encoded at a time (bounds memory)")
+    parser.add_argument(
+        "--threads",
+        type=at_least(1),
+        default=library_default("aiayn.data.encode.encode_corpus", "threads"),
+        help="sentencepiece's encoding threads (default %(default)s)",
+    )
+    parser.add_argument(
+        "--chunk",
+        type=at_least(1),
+        default=library_default("aiayn.data.encode.encode_corpus", "chunk"),
+        help="lines encoded at a time, which bounds memory (default %(default)s)",
+    )
 
 
 def run(args) -> int:

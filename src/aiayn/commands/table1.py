@@ -3,20 +3,27 @@ operations and maximum path length of the four layer types (`aiayn.report.table1
 
 from __future__ import annotations
 
-from aiayn.commands import at_least, say, settings
+import json
+
+from aiayn.commands import at_least, library_default, say, settings
+from aiayn.study import config
 
 
 def add_arguments(parser):
     parser.add_argument(
         "--settings",
         default="{}",
-        help='JSON: {"d_model": 512, "n": [16, ..., 4096], "d": [128, ..., 1024], "k": 3, "r": 16, '
-        '"path_n": [8, 16, 32, 64], "repeats": 3} (config key table1; what is not given is its default)',
+        help=f"JSON, config key table1; what is not given is its default: {json.dumps(config.defaults('table1'))}",
     )
     parser.add_argument("--out-md", required=True, help="the table as Markdown")
     parser.add_argument("--out-csv", required=True, help="the table as CSV")
     parser.add_argument("--figure", required=True, help="log-log FLOPs and time against n (PNG)")
-    parser.add_argument("--threads", type=at_least(0), default=0, help="torch threads (0: torch's default)")
+    parser.add_argument(
+        "--threads",
+        type=at_least(0),
+        default=library_default("aiayn.report.table1.write", "threads"),
+        help="torch threads, 0: torch's own (default %(default)s)",
+    )
 
 
 def run(args) -> int:

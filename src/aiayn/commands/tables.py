@@ -7,7 +7,7 @@ From the DAG (`snakemake table2`) it waits for every run of the table; by hand,
 
 from __future__ import annotations
 
-from aiayn.commands import at_least, load_json, say
+from aiayn.commands import at_least, library_default, load_json, say
 from aiayn.report.tables import write_table
 
 
@@ -17,7 +17,10 @@ def add_arguments(parser):
     parser.add_argument("--config", help="or: the study config, to build the table from whatever has finished")
     parser.add_argument("--results", help="results folder (default: the config's `results`)")
     parser.add_argument(
-        "--bootstrap", type=at_least(0), default=0, help="paired bootstrap samples for Table 3 p-values (0: none)"
+        "--bootstrap",
+        type=at_least(0),
+        default=library_default("aiayn.report.tables.write_table", "bootstrap"),
+        help="paired bootstrap samples for Table 3 p-values, 0: none (default %(default)s)",
     )
     parser.add_argument("--baselines", action="store_true", help="add copy / word-by-word / right-branching baselines")
     parser.add_argument("--out-md", help="Markdown table to write (default: the results' tables folder)")

@@ -1,15 +1,15 @@
 """`python -m aiayn train` (or `torchrun ... -m aiayn train`): train one experiment (§5).
 
 Resumes from the newest readable checkpoint in --checkpoints when it is of the same run (see
-`aiayn.training.resume`). Exits 75 after writing a checkpoint when SIGTERM/SIGUSR1 arrives or, in
-a Slurm job, --stop-margin seconds before its time limit (the Slurm job then requeues itself;
-elsewhere run it again to resume); 4 when another process of the job was lost (run it again to
+`aiayn.training.resume`). Exits 75 after writing a checkpoint when SIGTERM, SIGUSR1, SIGHUP or
+SIGINT (Ctrl-C) arrives or, in a Slurm job, --stop-margin seconds before its time limit (the Slurm
+job then requeues itself; elsewhere run it again to resume); 4 when another process of the job was lost (run it again to
 resume); 3 on a non-finite loss, 2 on a user error.
 """
 
 from __future__ import annotations
 
-from aiayn.commands import at_least, finite_at_least
+from aiayn.commands import at_least, finite_at_least, library_default
 
 
 def add_arguments(parser):
@@ -27,14 +27,19 @@ def add_arguments(parser):
         help="TensorBoard events, where the tensorboard package is installed (default: tensorboard/ beside "
         "--checkpoints; nothing without the package)",
     )
-    parser.add_argument("--device", default="auto", help="auto (GPU of this rank if any, else CPU), cpu, cuda:N")
+    parser.add_argument(
+        "--device",
+        default=library_default("aiayn.training.train.train_job", "device"),
+        help="auto (GPU of this rank if any, else CPU), cpu, cuda:N (default %(default)s)",
+    )
     parser.add_argument("--max-updates", type=at_least(1), help="stop after this many updates of this run (for tests)")
     parser.add_argument(
         "--stop-margin",
         type=finite_at_least(0),
-        default=0.0,
+        default=library_default("aiayn.training.train.train_job", "stop_margin"),
         metavar="SECONDS",
-        help="in a Slurm job: checkpoint and requeue the job this long before its time limit (0: never)",
+        help="in a Slurm job: checkpoint and requeue the job this long before its time limit, 0: never "
+        "(default %(default)s)",
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aiayn.commands import at_least, say, settings
+from aiayn.commands import at_least, library_default, say, settings
 
 
 def add_arguments(parser):
@@ -18,12 +18,27 @@ def add_arguments(parser):
     )
     parser.add_argument("--out", required=True, help="translations, one line per source line")
     parser.add_argument(
-        "--nbest", type=at_least(1), default=1, help="also write OUT.nbest with this many hypotheses per line"
+        "--nbest",
+        type=at_least(1),
+        default=library_default("aiayn.evaluation.translate.translate_file", "nbest"),
+        help="also write OUT.nbest with this many hypotheses per line (default %(default)s)",
     )
-    parser.add_argument("--batch-tokens", type=at_least(1), default=4096, help="source tokens per batch")
-    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (a GPU if there is one)")
     parser.add_argument(
-        "--precision", choices=["fp32", "bf16", "fp16"], default="fp32", help="arithmetic of the search (default fp32)"
+        "--batch-tokens",
+        type=at_least(1),
+        default=library_default("aiayn.evaluation.translate.translate_file", "batch_tokens"),
+        help="source tokens per batch (default %(default)s)",
+    )
+    parser.add_argument(
+        "--device",
+        default=library_default("aiayn.evaluation.translate.translate_file", "device"),
+        help="cpu, cuda, cuda:N or auto, a GPU if there is one (default %(default)s)",
+    )
+    parser.add_argument(
+        "--precision",
+        choices=["fp32", "bf16", "fp16"],
+        default=library_default("aiayn.evaluation.translate.translate_file", "precision"),
+        help="arithmetic of the search (default %(default)s)",
     )
 
 

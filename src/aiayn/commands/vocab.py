@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aiayn.commands import at_least, say, settings
+from aiayn.commands import at_least, library_default, say, settings
 from aiayn.data import vocab
 
 
@@ -21,7 +21,12 @@ def add_arguments(parser):
     parser.add_argument(
         "--out-tgt", required=True, help="target sentencepiece model to write (a copy of --out-src when shared)"
     )
-    parser.add_argument("--threads", type=at_least(1), default=1, help="sentencepiece trainer threads")
+    parser.add_argument(
+        "--threads",
+        type=at_least(1),
+        default=library_default("aiayn.data.vocab.train_pair", "threads"),
+        help="sentencepiece trainer threads (default %(default)s)",
+    )
 
 
 def run(args) -> int:

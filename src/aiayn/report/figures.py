@@ -1,5 +1,6 @@
 """Figures of the report: learning curves, the gradient norm, the learning-rate schedule, throughput, attention maps
-(the paper's Figures 3-5), and the one way every figure of the package is drawn and saved
+(the paper's Figures 3-5), the encoder-decoder attention of every layer and its distance from the
+diagonal (diagonal.json), and the one way every figure of the package is drawn and saved
 (`pyplot`, `save`: matplotlib without a display, written as PNG atomically)."""
 
 from __future__ import annotations

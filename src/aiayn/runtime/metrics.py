@@ -2,8 +2,9 @@
 
 One JSON object per line, of five kinds:
 
-- start: `{"event": "start", "aiayn" (its version), "step", "world_size", "agents", "accumulation", "budget", "params",
-  "device_name", "precision", "wall"}`, each time a job (re)starts;
+- start: `{"event": "start", "aiayn" (its version), "step", "world_size", "agents", "hosts", "accumulation",
+  "budget", "params", "device_name", "precision", "threads", "omp_wait_policy", "wall"}`, each time a
+  job (re)starts;
 - progress: `{"step", "loss", "lr", "grad_norm", "grad_norm_max", "src_tokens_per_update",
   "tgt_tokens_per_update", "flops_per_update", "tgt_tokens_per_s", "tflops", "mfu", "eta_s", "wall"}`,
   every `log_interval` updates;

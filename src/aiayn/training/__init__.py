@@ -1,8 +1,10 @@
-"""The training stage (§5): an encoded corpus and experiment.json in, checkpoints out. `train`
-is the loop and one train job, `resume` decides whether a checkpoint continues the run,
-`batching` makes the token batches, `distributed` the process group and stop signals, `progress`
-what a run reports while it trains, `average` the §6.1 checkpoint averaging. What training shares
-with decoding and the report (the checkpoint format, metrics.jsonl, the device, precision, the
-schedule) is aiayn.runtime. Called by the train and average rules of training.smk; writes
-results/<experiment>/checkpoints/, metrics.jsonl and average.pt.
+"""The training stage (§5): an encoded corpus and experiment.json in, checkpoints out. `check`
+measures the experiment's model for the known failure modes before it trains, `train` is the
+loop and one train job, `resume` decides whether a checkpoint continues the run, `batching` makes
+the token batches, `distributed` the process group and stop signals, `progress` what a run
+reports while it trains, `watch` the gradient norm and a diverging loss, `board` the TensorBoard
+events, `average` the §6.1 checkpoint averaging. What training shares with decoding and the
+report (the checkpoint format, metrics.jsonl, the device, precision, the schedule) is
+aiayn.runtime. Called by the check, train and average rules of training.smk; writes
+results/<experiment>/check.json, checkpoints/, metrics.jsonl, tensorboard/ and average.pt.
 """

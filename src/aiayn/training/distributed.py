@@ -1,6 +1,7 @@
 """Where a training process runs and how the processes of a job agree to stop: the process group
-torchrun set up, this rank's device, and SIGTERM / SIGUSR1 (a preemption, a user) or the job's
-coming time limit turned into one decision all ranks take at the same update; after the stop,
+torchrun set up, this rank's device, and SIGTERM / SIGUSR1 / SIGHUP / SIGINT (a preemption, a
+user, a closed terminal, Ctrl-C) or the job's coming time limit turned into one decision all ranks
+take at the same update; after the stop,
 the Slurm job requeues itself (`requeue`).
 """
 
