@@ -39,7 +39,7 @@ def _end_group(pgid: int) -> None:
 
 
 # Every timeout is multiplied by AIAYN_TEST_TIMEOUT_SCALE (default 1): a slow or busy machine can
-# give every process of the tests more time at once (README, "Tests").
+# give every process of the tests more time at once (docs/development.md, "Tests").
 def timeout_scale() -> float:
     text = os.environ.get("AIAYN_TEST_TIMEOUT_SCALE", "1")
     try:
@@ -94,7 +94,7 @@ def run_in_own_group(*popenargs, input=None, capture_output=False, timeout=None,
 subprocess.run = run_in_own_group
 SHARED = ROOT.parent / "shared"
 # Real public data some tests read (newstest sets, a WMT news slice, the NLTK treebank sample):
-# ../shared/data in the project's tree, or the folder AIAYN_TEST_DATA names (README, "Tests").
+# ../shared/data in the project's tree, or the folder AIAYN_TEST_DATA names (docs/development.md, "Tests").
 TEST_DATA = Path(os.environ.get("AIAYN_TEST_DATA") or SHARED / "data")
 
 

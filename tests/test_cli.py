@@ -335,3 +335,23 @@ def test_an_option_passed_to_the_library_has_the_librarys_default(command):
         if theirs is not inspect.Parameter.empty and defaults.get(dest) != theirs:
             differ[dest] = (defaults.get(dest), f"{function.__qualname__}({parameter}={theirs!r})")
     assert not differ, f"{command}: option defaults written apart from the library's: {differ}"
+
+
+def test_every_exit_code_is_in_the_troubleshooting_table():
+    """Each EXIT_* code the package defines (and 128 + the signals a command stops on) is a row of
+    docs/troubleshooting.md's table of exit codes, which says what to do."""
+    import ast
+    import re
+    import signal
+
+    codes = {}
+    for path in (ROOT / "src" / "aiayn").rglob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+                for target in node.targets:
+                    if isinstance(target, ast.Name) and target.id.startswith("EXIT_") and node.value.value:
+                        codes[target.id] = node.value.value
+    codes.update(SIGTERM=128 + signal.SIGTERM, SIGHUP=128 + signal.SIGHUP)
+    page = (ROOT / "docs" / "troubleshooting.md").read_text()
+    rows = {int(n) for cells in re.findall(r"^\| ([\d, ]+) \|", page, re.M) for n in cells.split(",")}
+    assert len(codes) >= 6 and {k: v for k, v in codes.items() if v not in rows} == {}

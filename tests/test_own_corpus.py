@@ -1,4 +1,4 @@
-"""Your own language pair, as README's "Your own language pair" types it: examples/own-pair.yaml
+"""Your own language pair, as README's "Your own data" and docs/own-data.md type it: examples/own-pair.yaml
 over files on disk (plain and gzipped, no archive, no checksum), run end to end to Table 2; and
 `run:` picking one experiment from the command line."""
 

@@ -494,7 +494,7 @@ def test_a_malformed_gold_tree_is_named_in_the_log_and_the_rest_is_scored(tmp_pa
 
 
 def test_f_is_zero_where_evalb_prints_nan():
-    """Precision and recall both 0: EVALB prints "-nan" for F, we 0.00 (README: differences)."""
+    """Precision and recall both 0: EVALB prints "-nan" for F, we 0.00 (docs/parsing.md: EVALB's differences)."""
     result = evalb(["(TOP (S (NP (DT a) (NN b)) (VP (VB c))))"], ["(TOP (X (Y (DT a) (NN b)) (Z (VB c))))"])
     s = result["all"]
     assert (s["recall"], s["precision"], s["f1"], s["valid_sentences"]) == (0.0, 0.0, 0.0, 1)
