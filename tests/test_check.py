@@ -23,7 +23,7 @@ from aiayn.runtime import records
 from aiayn.runtime.schedule import rate
 from aiayn.training import check
 from aiayn.training.batching import Batch, collate
-from aiayn.training.train import optimizer_and_schedule
+from aiayn.training.objective import optimizer_and_schedule
 
 NAMES = [
     "future_leakage",

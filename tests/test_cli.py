@@ -328,7 +328,8 @@ def test_an_option_passed_to_the_library_has_the_librarys_default(command):
     running the command do the same thing."""
     import inspect
 
-    defaults = {a.dest: a.default for a in build_parser(command)._subparsers._group_actions[0].choices[command]._actions}
+    parser = build_parser(command)._subparsers._group_actions[0].choices[command]
+    defaults = {a.dest: a.default for a in parser._actions}
     differ = {}
     for dest, parameter, function in passed_on(command):
         theirs = inspect.signature(function).parameters[parameter].default

@@ -30,8 +30,10 @@ from aiayn.evaluation.select import choose
 from aiayn.io import file_sha256
 from aiayn.runtime import checkpoint, metrics
 from aiayn.study import config as cfg
+from aiayn.training import resume
 from aiayn.training.average import average_run
-from aiayn.training.train import EXIT_DONE, run
+from aiayn.training.session import EXIT_DONE
+from aiayn.training.train import run
 
 WORDS = "the cat sat on a mat and dog ran far away from home to see big red ball in park".split()
 
@@ -342,7 +344,7 @@ def test_a_training_that_starts_over_starts_its_records_over(tmp_path):
     before = [r["step"] for r in metrics.read(folder / "metrics.jsonl").dev]
     assert before
     trainer = toy.make_trainer(folder, settings)
-    trainer.resume()
+    resume.restore(trainer)
     assert trainer.step == 0 and metrics.read(folder / "metrics.jsonl").dev == []
 
 

@@ -20,8 +20,10 @@ from aiayn.data import binary
 from aiayn.errors import UserError
 from aiayn.runtime import checkpoint, metrics
 from aiayn.runtime.schedule import rate
+from aiayn.training import resume
 from aiayn.training.distributed import Deadline
-from aiayn.training.train import EXIT_DONE, EXIT_NONFINITE, EXIT_PEER_LOST, run
+from aiayn.training.session import EXIT_DONE, EXIT_NONFINITE, EXIT_PEER_LOST
+from aiayn.training.train import run
 
 
 def test_changed_settings_start_afresh_and_keep_the_old_run(tmp_path):
@@ -161,13 +163,13 @@ def test_only_a_corrupt_checkpoint_is_fallen_back_from(tmp_path, monkeypatch):
 
     monkeypatch.setattr(torch, "load", eio)
     with pytest.raises(checkpoint.CheckpointReadError, match="checkpoint_0000008.pt: reading failed"):
-        toy.make_trainer(tmp_path, settings).resume()
+        resume.restore(toy.make_trainer(tmp_path, settings))
 
     # an I/O error that torch wraps into its own: found by reading the file plainly
     monkeypatch.setattr(torch, "load", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("failed reading")))
     monkeypatch.setattr(checkpoint, "_probe", lambda p: (_ for _ in ()).throw(OSError(errno.EIO, "I/O error")))
     with pytest.raises(checkpoint.CheckpointReadError):
-        toy.make_trainer(tmp_path, settings).resume()
+        resume.restore(toy.make_trainer(tmp_path, settings))
 
 
 def test_fp16_skipped_updates_do_not_advance_the_schedule(tmp_path):

@@ -18,16 +18,13 @@ import aiayn
 from aiayn.data import binary
 from aiayn.data.binary import BOS, EOS, PAD
 from aiayn.runtime import checkpoint, metrics
+from aiayn.runtime.schedule import rate
+from aiayn.training import resume
 from aiayn.training.batching import Batcher, Prefetcher, collate, micro_batch_budget
 from aiayn.training.distributed import Env
-from aiayn.training.train import (
-    EXIT_DONE,
-    EXIT_NONFINITE,
-    EXIT_PREEMPTED,
-    label_smoothed_loss,
-    rate,
-    run,
-)
+from aiayn.training.objective import label_smoothed_loss
+from aiayn.training.session import EXIT_DONE, EXIT_NONFINITE, EXIT_PREEMPTED
+from aiayn.training.train import run
 from aiayn.training.watch import Watch
 
 
@@ -247,7 +244,7 @@ def test_corrupt_newest_checkpoint_falls_back(tmp_path):
     newest.write_bytes(newest.read_bytes()[:1000])
     messages = []
     trainer = toy.make_trainer(tmp_path / "a", settings, log=messages.append)
-    trainer.resume()
+    resume.restore(trainer)
     assert trainer.step == 4
     assert any("checkpoint_0000008.pt: not a readable checkpoint" in m for m in messages)
 

@@ -6,7 +6,7 @@ A checkpoint is a dict of plain types and tensors. It always holds "model_config
 alone; training adds step, optimizer, scheduler, loss scaler, batch plan ("data"), settings, the
 vocabularies' identity ("vocab"), the run's identity ("identity", `aiayn.training.resume`) and the
 world size it was written at. No random state: dropout masks follow the micro-batch
-(`aiayn.training.train.seed_dropout`).
+(`aiayn.training.objective.seed_dropout`).
 """
 
 from __future__ import annotations

@@ -47,7 +47,8 @@ from aiayn.model.transformer import MultiHeadAttention, Transformer, build
 from aiayn.runtime import records
 from aiayn.study import resolve
 from aiayn.training.batching import Batch, collate
-from aiayn.training.train import check_positions, label_smoothed_loss, optimizer_and_schedule
+from aiayn.training.objective import label_smoothed_loss, optimizer_and_schedule
+from aiayn.training.train import check_positions
 
 PAIRS = 4  # training pairs the checks run on
 LONGEST = 64  # pieces per side at most (a learned position table of the demo's size holds them)

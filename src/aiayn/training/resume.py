@@ -7,15 +7,22 @@ checkpoint whose identity differs from the job's, or that is past a lowered `ste
 run (`reasons`): its checkpoints and metrics are moved aside, never deleted (`set_aside`), and
 training starts afresh, with one line naming each change. Raising `steps` continues the run. A
 resumed run evaluates the kept checkpoints whose dev pass a kill cut off (`unevaluated`).
+`restore` does all of it to a trainer (aiayn.training.train.Trainer) before its first update.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import time
 from pathlib import Path
 
+import torch
+
+from aiayn.runtime import checkpoint, metrics
 from aiayn.runtime.checkpoint import on_grid
 from aiayn.study.layout import Layout
+from aiayn.training.watch import Watch
 
 # training settings that do not shape the weights: changing them continues a run (steps: raising
 # it; a checkpoint past a lowered `steps` starts afresh). max_tokens only splits an update into
@@ -94,3 +101,73 @@ def unevaluated(
         for step, path in found
         if step <= resumed and step not in evaluated and on_grid(step, interval, final)
     )
+
+
+# -- resuming a trainer (aiayn.training.train.Trainer) -----------------------------------------------
+def restore(trainer) -> None:
+    """Resume `trainer` from the newest readable checkpoint of its folder when it is of the same run
+    (`reasons`); set the folder aside when it is of another; start from step 0 when there is none."""
+    files, env = trainer.files, trainer.env
+    state = checkpoint.newest_readable(files.checkpoints, trainer.log)
+    if state is None:  # training starts from step 0 (none written yet, or every one damaged): so do its records
+        if env.main:
+            metrics.truncate(files.metrics, 0)
+        return
+    where = f"{files.checkpoints}: checkpoint of step {state['step']}"
+    why = reasons(state, trainer.identity, trainer.model_cfg.to_dict(), trainer.tr["steps"])
+    if env.world_size > 1:
+        torch.distributed.barrier()  # every rank has read the folder before rank 0 moves it
+    if why:
+        aside = set_aside(files.checkpoints, files.metrics, time.strftime("%Y%m%d-%H%M%S")) if env.main else None
+        if env.world_size > 1:
+            torch.distributed.barrier()
+        trainer.log(
+            f"{files.checkpoints}: the checkpoints (newest: step {state['step']}) are of another run "
+            f"({'; '.join(why)}); moved to {aside}, training from scratch"
+        )
+        return
+    trainer.model.load_state_dict(state["model"])
+    trainer.optimizer.load_state_dict(state["optimizer"])
+    trainer.scheduler.load_state_dict(state["scheduler"])
+    trainer.scaler.load_state_dict(state["scaler"])
+    trainer.step = state["step"]
+    watched = state.get("watch") or {}  # a checkpoint of aiayn 0.3 has none: watching starts afresh
+    trainer.watch = Watch(env.device, lowest=watched.get("lowest", math.inf), mean=watched.get("mean", math.nan))
+    trainer.watch.told = watched.get("told", False)
+    # the data position is the step, and dropout masks follow the micro-batch (seed_dropout):
+    # no random state to restore, at any GPU count, as long as the micro-batches are the same
+    if state["data"] != trainer.data_plan():
+        trainer.log(
+            f"warning: {where} ran with another batch plan (GPU count x accumulation); resuming, not bit-exactly"
+        )
+    trainer.log(f"resumed from step {trainer.step}")
+    if env.main:
+        metrics.truncate(files.metrics, trainer.step)
+        evaluate_missing(trainer, state["model"])
+    if env.world_size > 1:
+        torch.distributed.barrier()
+
+
+def evaluate_missing(trainer, weights: dict) -> None:
+    """Evaluate the kept checkpoints (on the grid, up to the resumed step) that have no dev record:
+    a job killed between a checkpoint and its dev pass. The resumed weights are restored after."""
+    if trainer.dev_data is None:
+        return
+    evaluated = {r["step"] for r in metrics.read(trainer.files.metrics).dev}
+    found = checkpoint.list_checkpoints(trainer.files.checkpoints)
+    tr = trainer.tr
+    loaded = False
+    for step, path in unevaluated(found, evaluated, trainer.step, tr["checkpoint_interval"], tr["steps"]):
+        if step != trainer.step:
+            try:
+                trainer.model.load_state_dict(checkpoint.load(path)["model"])
+            except checkpoint.CheckpointError as exc:
+                trainer.log(f"warning: {exc}; its dev record stays missing")
+                continue
+            loaded = True
+        elif loaded:
+            trainer.model.load_state_dict(weights)
+            loaded = False
+        trainer.log_dev(step, trainer.evaluate(), note=" (evaluated on resume)")
+    if loaded:
+        trainer.model.load_state_dict(weights)

@@ -1,14 +1,15 @@
-"""The training loop (§5): token batches, Adam with the §5.3 schedule, label smoothing, AMP, DDP,
-a checkpoint every `checkpoint_interval` updates, exact auto-resume and graceful stops.
+"""The trainer (§5): token batches, Adam with the §5.3 schedule, label smoothing, AMP, DDP, exact
+auto-resume and graceful stops, and one job of the train rule.
 
+`Trainer` holds a run's model, optimizer, batches and state and makes one update (`update`: the
+experiment's micro-batches, its loss and optimizer from `aiayn.training.objective`), a dev pass
+(`evaluate`) and a checkpoint (`save`). `run()` holds the run's folder and loops over updates;
+what happens around them (resume, the start record, progress, divergence, checkpoints and dev
+passes at their interval, stop signals and the exit codes) is `aiayn.training.session`'s.
 `train_job()` is one job of the train rule: it reads and checks its inputs, joins the process
-group (`aiayn.training.distributed`) and calls `run()`. `run()` resumes from the newest readable
-checkpoint of the run's folder when it is of the same run (`aiayn.training.resume` decides),
-writes a checkpoint every `checkpoint_interval` updates, and on a stop signal finishes the current
-update, writes a checkpoint and returns EXIT_PREEMPTED (under Slurm the job is requeued first,
-`aiayn.training.distributed.requeue`). Under torchrun every rank runs it; the environment says
-which rank it is. Checkpoint files: `aiayn.runtime.checkpoint`; the metrics file:
-`aiayn.runtime.metrics`; progress lines: `aiayn.training.progress`.
+group (`aiayn.training.distributed`) and calls `run()`. Under torchrun every rank runs it; the
+environment says which rank it is. Checkpoint files: `aiayn.runtime.checkpoint`; the metrics file:
+`aiayn.runtime.metrics`.
 """
 
 from __future__ import annotations
@@ -18,84 +19,30 @@ import math
 import os
 import socket
 import sys
-import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from aiayn.data import binary, vocab
-from aiayn.data.binary import PAD, Corpus
+from aiayn.data.binary import Corpus
 from aiayn.errors import UserError
-from aiayn.io import atomic_copy, remove_leftovers, writable
+from aiayn.io import writable
 from aiayn.model.hparams import ModelConfig
 from aiayn.model.transformer import build, count_parameters
 from aiayn.runtime import checkpoint as ckpt
 from aiayn.runtime import metrics, precision
 from aiayn.runtime.hardware import training_flops
-from aiayn.runtime.schedule import rate
 from aiayn.study import resolve
 from aiayn.study.layout import Layout
 from aiayn.training import resume
 from aiayn.training.batching import Batcher, Prefetcher, collate, micro_batch_budget
 from aiayn.training.board import Board
-from aiayn.training.distributed import (
-    Deadline,
-    Env,
-    StopFlag,
-    all_ranks_min,
-    hosts,
-    peer_failure,
-    requeue,
-    setup,
-    stop_requested,
-)
-from aiayn.training.progress import Progress, format_progress, format_start, start_record
-from aiayn.training.watch import Watch, grad_norm, warning
-
-EXIT_DONE = 0
-EXIT_NONFINITE = 3
-EXIT_PREEMPTED = 75  # EX_TEMPFAIL: a checkpoint is written, run the job again to resume
-EXIT_PEER_LOST = 4  # another process of the job was lost (killed, crashed, its node gone): run again
-
-
-def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, eps_ls: float) -> torch.Tensor:
-    """Summed label-smoothed cross-entropy over non-pad targets (§5.4), in the paper's code's form.
-
-    tensor2tensor puts 1 - eps_ls on the target and spreads eps_ls over the V - 1 other classes.
-    torch's `label_smoothing=e` puts e/V on every class, the target included: with e = eps_ls·V/(V-1)
-    that is exactly the paper's distribution (target 1 - eps_ls, others eps_ls/(V-1)), at torch's
-    speed. (t2t also subtracts the distribution's entropy, a constant: its reported loss is lower
-    by that much, its gradients are the same.) torch takes e up to 1; a larger one (eps_ls above
-    (V-1)/V: a small vocabulary) is the same sum written out: (1 - e)·NLL + e/V·Σ(-log p).
-    """
-    V = logits.size(-1)
-    smoothing = eps_ls * V / (V - 1) if V > 1 else 0.0
-    flat, target = logits.float().flatten(0, 1), target.flatten()
-    if smoothing <= 1.0:
-        return F.cross_entropy(flat, target, ignore_index=PAD, label_smoothing=smoothing, reduction="sum")
-    logp = F.log_softmax(flat, dim=-1)  # (B*T, V)
-    kept = target != PAD
-    nll = -logp.gather(1, target.clamp(min=0).unsqueeze(1)).squeeze(1)
-    return ((1 - smoothing) * nll - smoothing / V * logp.sum(-1))[kept].sum()
-
-
-def optimizer_and_schedule(parameters, tr: dict, d_model: int, device_type: str = "cpu"):
-    """Adam (§5.3: beta1, beta2, eps of `tr`, the run's `train` settings) at learning rate 1, and the
-    scheduler that sets it to §5.3's rate before every update: update u (from 1) trains at
-    `rate(u, d_model, warmup_steps, lr_scale)`. The check stage steps the same pair (aiayn.training.check)."""
-    optimizer = torch.optim.Adam(
-        parameters,
-        lr=1.0,
-        betas=(tr["adam_beta1"], tr["adam_beta2"]),
-        eps=tr["adam_eps"],
-        fused=device_type in ("cuda", "cpu"),  # one kernel over all parameters
-    )
-    warmup, scale = tr["warmup_steps"], tr["lr_scale"]
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: rate(s + 1, d_model, warmup, scale))
-    return optimizer, scheduler
+from aiayn.training.distributed import Deadline, Env, StopFlag, all_ranks_min, peer_failure, setup
+from aiayn.training.objective import label_smoothed_loss, optimizer_and_schedule, seed_dropout
+from aiayn.training.session import EXIT_PEER_LOST, Session
+from aiayn.training.watch import Watch, grad_norm
 
 
 @dataclass
@@ -180,77 +127,6 @@ class Trainer:
             "world_size": self.env.world_size,
             "watch": self.watch.state(),
         }
-
-    def set_aside(self, step: int, why: list[str]) -> None:
-        """Move the checkpoints and metrics of another run out of the way (rank 0), keeping them."""
-        folder = self.files.checkpoints
-        aside = None
-        if self.env.main:
-            aside = resume.set_aside(folder, self.files.metrics, time.strftime("%Y%m%d-%H%M%S"))
-        if self.env.world_size > 1:
-            torch.distributed.barrier()
-        self.log(
-            f"{folder}: the checkpoints (newest: step {step}) are of another run ({'; '.join(why)}); "
-            f"moved to {aside}, training from scratch"
-        )
-
-    def resume(self) -> None:
-        state = ckpt.newest_readable(self.files.checkpoints, self.log)
-        if state is None:  # training starts from step 0 (none written yet, or every one damaged): so do its records
-            if self.env.main:
-                metrics.truncate(self.files.metrics, 0)
-            return
-        where = f"{self.files.checkpoints}: checkpoint of step {state['step']}"
-        why = resume.reasons(state, self.identity, self.model_cfg.to_dict(), self.tr["steps"])
-        if self.env.world_size > 1:
-            torch.distributed.barrier()  # every rank has read the folder before rank 0 moves it
-        if why:
-            self.set_aside(state["step"], why)
-            return
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        self.scaler.load_state_dict(state["scaler"])
-        self.step = state["step"]
-        watched = state.get("watch") or {}  # a checkpoint of aiayn 0.3 has none: watching starts afresh
-        self.watch = Watch(self.env.device, lowest=watched.get("lowest", math.inf), mean=watched.get("mean", math.nan))
-        self.watch.told = watched.get("told", False)
-        # the data position is the step, and dropout masks follow the micro-batch (seed_dropout):
-        # no random state to restore, at any GPU count, as long as the micro-batches are the same
-        if state["data"] != self.data_plan():
-            self.log(
-                f"warning: {where} ran with another batch plan (GPU count x accumulation); resuming, not bit-exactly"
-            )
-        self.log(f"resumed from step {self.step}")
-        if self.env.main:
-            metrics.truncate(self.files.metrics, self.step)
-            self.evaluate_missing(state["model"])
-        if self.env.world_size > 1:
-            torch.distributed.barrier()
-
-    def evaluate_missing(self, weights: dict) -> None:
-        """Evaluate the kept checkpoints (on the grid, up to the resumed step) that have no dev record:
-        a job killed between a checkpoint and its dev pass. The resumed weights are restored after."""
-        if self.dev_data is None:
-            return
-        evaluated = {r["step"] for r in metrics.read(self.files.metrics).dev}
-        found = ckpt.list_checkpoints(self.files.checkpoints)
-        todo = resume.unevaluated(found, evaluated, self.step, self.tr["checkpoint_interval"], self.tr["steps"])
-        loaded = False
-        for step, path in todo:
-            if step != self.step:
-                try:
-                    self.model.load_state_dict(ckpt.load(path)["model"])
-                except ckpt.CheckpointError as exc:
-                    self.log(f"warning: {exc}; its dev record stays missing")
-                    continue
-                loaded = True
-            elif loaded:
-                self.model.load_state_dict(weights)
-                loaded = False
-            self.log_dev(step, self.evaluate(), note=" (evaluated on resume)")
-        if loaded:
-            self.model.load_state_dict(weights)
 
     def log_dev(self, step: int, dev: dict, note: str = "") -> None:
         if dev:
@@ -371,7 +247,7 @@ def run(trainer: Trainer, stop, *, max_updates: int | None = None) -> int:
                     failure = UserError(f"{trainer.files.checkpoints} is being trained by another job")
             if failure is not None:
                 raise failure
-            return _run(trainer, stop, max_updates)
+            return _updates(trainer, stop, max_updates)
     except RuntimeError as exc:
         lost = peer_failure(exc, env)
         if lost is None:
@@ -391,93 +267,17 @@ def run(trainer: Trainer, stop, *, max_updates: int | None = None) -> int:
         trainer.board.close()
 
 
-def _run(trainer: Trainer, stop, max_updates: int | None) -> int:
-    env, total, files = trainer.env, trainer.tr["steps"], trainer.files
-    files.checkpoints.mkdir(parents=True, exist_ok=True)
-    if env.main:  # this job owns the folder: a temporary file in it is a killed write's
-        remove_leftovers(files.checkpoints, every=True, log=trainer.log)
-    if env.world_size > 1:
-        torch.distributed.barrier()
-    trainer.resume()
-    where = hosts(env)
-    if env.main:
-        rec = start_record(
-            env=env,
-            hosts=where,
-            step=trainer.step,
-            accumulation=trainer.accumulation,
-            budget=trainer.batcher.budget,
-            params=trainer.params,
-            precision=trainer.precision,
-        )
-        metrics.append(files.metrics, rec)
-        trainer.log(format_start(rec, name=trainer.settings["name"], total=total))
-        trainer.board = Board(files.tensorboard, step=trainer.step, log=trainer.log)
-    progress = Progress(env=env, precision=trainer.precision, step=trainer.step, total=total)
-    left = max_updates if max_updates is not None else total
-    trainer.model.train()
-    while trainer.step < total and left > 0:
-        loss, src, tgt, flops, norm = trainer.update()
+def _updates(trainer: Trainer, stop, max_updates: int | None) -> int:
+    """The update loop, and around it the run's wiring (aiayn.training.session)."""
+    session = Session(trainer, stop)
+    session.start()
+    left = max_updates if max_updates is not None else trainer.tr["steps"]
+    while trainer.step < trainer.tr["steps"] and left > 0:
         left -= 1
-        progress.add(loss, src, tgt, flops, norm)
-        step = trainer.step
-        at_log = step % trainer.tr["log_interval"] == 0 or step == total
-        at_checkpoint = step % trainer.tr["checkpoint_interval"] == 0 or step == total
-        if at_log or at_checkpoint:
-            news = trainer.watch.news()  # the first diverging update, told once
-            if news is not None and env.main:
-                metrics.append(files.metrics, {**news, "wall": time.time()})
-                trainer.log(warning(news))
-        if (at_log or at_checkpoint) and trainer.first_nonfinite() is not None:
-            trainer.log(
-                f"error: the loss is not finite at step {trainer.first_nonfinite()}; stopping, no checkpoint written "
-                "(lower training.lr_scale or turn on training.clip_norm)"
-            )
-            return EXIT_NONFINITE
-        if at_log:
-            rec = progress.record(step, trainer.scheduler.get_last_lr()[0])
-            if env.main:
-                metrics.append(files.metrics, rec)
-                trainer.board.progress(rec)
-                trainer.log(format_progress(rec, total))
-        if at_checkpoint:
-            checkpoint_and_evaluate(trainer)
-        if stop_requested(stop, env, step):
-            if not at_checkpoint:
-                trainer.save()
-            if env.world_size > 1:
-                torch.distributed.barrier()  # the checkpoint is on disk before the job is requeued
-                # each process says where it stopped: the same step on every node
-                print(f"rank {env.rank} on {where[env.rank]}: stops at step {step}", flush=True)
-            why = stop.reason() if isinstance(stop, StopFlag) else "stop signal"
-            if env.main:
-                metrics.append(files.metrics, {"event": "stop", "step": step, "reason": why, "wall": time.time()})
-            again = requeue(env, trainer.log)
-            trainer.log(f"{why}: checkpoint of step {step} written; {again} (exit {EXIT_PREEMPTED})")
-            return EXIT_PREEMPTED
-    if trainer.step >= total and env.main:
-        atomic_copy(ckpt.step_path(files.checkpoints, trainer.step), files.out)
-        trainer.log(f"done: {files.out}")
-    return EXIT_DONE
-
-
-def seed_dropout(seed: int, micro_batch: int, device: torch.device) -> None:
-    """Dropout masks drawn from the global index of the micro-batch: the same masks for the same
-    micro-batch whichever process runs it, so 2 processes train as 1 with accumulation 2 (up to the
-    rounding of gradient sums taken in another order)."""
-    value = (seed * 1_000_003 + micro_batch) % (2**63)
-    if device.type == "cuda":
-        torch.cuda.manual_seed(value)  # this device's generator only; no synchronisation
-    else:
-        torch.manual_seed(value)
-
-
-def checkpoint_and_evaluate(trainer: Trainer) -> None:
-    trainer.save()
-    if trainer.env.main:
-        trainer.log_dev(trainer.step, trainer.evaluate())
-    if trainer.env.world_size > 1:
-        torch.distributed.barrier()
+        code = session.after(trainer.update())
+        if code is not None:
+            return code
+    return session.finish()
 
 
 def check_positions(cfg: ModelConfig, train: Corpus, name: str) -> None:
