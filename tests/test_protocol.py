@@ -569,3 +569,28 @@ def test_what_the_tokenizer_replaces_in_sacremoses_is_still_there():
         f"{', '.join(moved)}; the paper's tokenization would silently change. Install a sacremoses that "
         "pyproject.toml admits, or port the change and test it against tests/fixtures/protocol"
     )
+
+
+def test_a_score_is_the_same_bits_on_every_python(tmp_path):
+    """The figures a score record and a table hold are added left to right (records.added), as perl
+    and Python 3.11's sum() add: Python 3.12's compensated sum() gave other last bits for these very
+    inputs (sacreBLEU's BLEU and the tokenized BLEU of this hypothesis, the mean of these three
+    figures). The expected bits are 3.11's; CI runs this test under 3.12 and 3.13 too."""
+    import json
+    import random
+
+    from aiayn.evaluation.replicates import mean_and_spread
+
+    ref = list(read_lines(FIXTURES / "bleu" / "ref.de"))[:200]
+    rng = random.Random(1)
+    for _ in range(5):  # the fifth of a series of perturbations, the first where 3.11's and 3.13's sum() differ
+        hyp = [" ".join(w for w in r.split() if rng.random() > 0.3) for r in ref]
+    (tmp_path / "hyp.de").write_text("\n".join(hyp) + "\n", encoding="utf-8")
+    (tmp_path / "ref.de").write_text("\n".join(ref) + "\n", encoding="utf-8")
+    scoring = {"moses_lang": "de", "compound_split": True, "sacrebleu_tokenize": "13a"}
+    score_file("translation", tmp_path / "hyp.de", tmp_path / "ref.de", tmp_path / "s.json", scoring=scoring, log=print)
+    written = json.loads((tmp_path / "s.json").read_text())
+    assert written["sacrebleu"]["score"].hex() == "0x1.5b70fa6cf41f9p+5"
+    assert written["tokenized_bleu"]["score"].hex() == "0x1.5eea7a4b20622p+5"
+    mean, spread = mean_and_spread([26.04, 26.26, 20.66])
+    assert (mean.hex(), spread.hex()) == ("0x1.851eb851eb851p+4", "0x1.95f5b710dbb20p+1")

@@ -16,7 +16,7 @@ from conftest import ROOT, job_counts, planned_jobs, snakemake, squeeze, tiny_de
 from sacrebleu.significance import PairedTest
 
 from aiayn.evaluation.replicates import mean_and_spread, stratified_ar_p
-from aiayn.report.tables import build, csv_rows, over_seeds, write_table
+from aiayn.report.tables import build, csv_lines, over_seeds, records_of, run_frame, write_table
 from aiayn.study import config as cfg
 from aiayn.study.config import ConfigError
 from aiayn.study.grid import Study
@@ -284,20 +284,28 @@ def test_a_row_with_a_seed_still_training_says_so(three_rows):
     assert a["status"] == "pending (2 of 3 seeds done)" and a["dev_bleu"] == pytest.approx(41.0)
 
 
-def test_the_delta_against_the_paper_is_the_means():
+def test_the_delta_against_the_paper_is_the_means(monkeypatch):
     """Table 2 and 4's delta is taken of the mean over seeds, for a row of the paper's setting."""
+    from aiayn.report import tables
+
     exp = {"name": "base-en-de", "paper": {"bleu": 27.3}, "replicates": [{"seed": 1, "name": "base-en-de"},
            {"seed": 2, "name": "base-en-de.seed-2"}]}  # fmt: skip
     bleu = {"base-en-de": 27.9, "base-en-de.seed-2": 27.5}
 
-    def one(spec):
+    def one(layout, spec, comparable=True):
         b = bleu[spec["name"]]
-        return {"experiment": spec["name"], "status": "done", "bleu": b, "delta": b - 27.3, "sacrebleu": b - 1}
+        delta = b - 27.3 if comparable else None
+        return {"experiment": spec["name"], "status": "done", "bleu": b, "delta": delta, "sacrebleu": b - 1}
 
-    row = over_seeds(2, exp, one)
+    monkeypatch.setattr(tables, "row2", one)
+    frame = run_frame(2, None, [exp])
+    (row,) = records_of(over_seeds(2, frame, [exp]))
     assert row["bleu"] == pytest.approx(27.7) and row["delta"] == pytest.approx(0.4)
     assert row["sacrebleu"] == pytest.approx(26.7) and row["bleu_s_sel"] == pytest.approx(0.2**0.5 * 0.2**0.5 * 2**0.5)
-    assert [r["seed"] for r in row["per_seed"]] == [1, 2]
-    assert [r["experiment"] for r in csv_rows([row])] == ["base-en-de", "base-en-de", "base-en-de.seed-2"]
-    not_comparable = over_seeds(2, exp, lambda spec: {**one(spec), "delta": None})
-    assert not_comparable["delta"] is None
+    lines = csv_lines([row], frame, [exp])
+    assert [(r["experiment"], r["seed"]) for r in lines] == [
+        ("base-en-de", None), ("base-en-de", 1), ("base-en-de.seed-2", 2)
+    ]  # fmt: skip
+    monkeypatch.setattr(tables, "row2", lambda layout, spec: one(layout, spec, comparable=False))
+    frame = run_frame(2, None, [exp])
+    assert records_of(over_seeds(2, frame, [exp]))[0]["delta"] is None

@@ -14,7 +14,8 @@ import pytest
 from conftest import ROOT, squeeze
 
 from aiayn.report.format import to_csv
-from aiayn.report.tables import add_directions, build, findings_line, markdown_document, paper_cost, write_table
+from aiayn.report.notes import findings_line, markdown_document
+from aiayn.report.tables import add_directions, build, paper_cost, write_table
 from aiayn.study import config as cfg
 from aiayn.study import paper
 from aiayn.study.grid import Study

@@ -197,7 +197,7 @@ COMMANDS: dict[str, dict[str, Check]] = {
         "--baselines": FLAG,
         "--out-md": OUTPUT,
         "--out-csv": OUTPUT,
-        "--study": text("aiayn.report.tables.markdown_document"),  # printed as it is
+        "--study": text("aiayn.report.notes.markdown_document"),  # printed as it is
     },
     "figures": {
         "--name": text("aiayn.report.figures.write_figures"),  # the figures' title

@@ -8,7 +8,6 @@ From the DAG (`snakemake table2`) it waits for every run of the table; by hand,
 from __future__ import annotations
 
 from aiayn.commands import at_least, library_default, load_json, say
-from aiayn.report.tables import write_table
 
 
 def add_arguments(parser):
@@ -29,6 +28,8 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
+    from aiayn.report.tables import write_table  # pandas: imported when the command runs, not for --help
+
     write_table(
         args.table,
         experiments=load_json(args.experiments, "--experiments", expect=list) if args.experiments else None,

@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from sacrebleu.metrics import BLEU
 from sacrebleu.significance import PairedTest
 
+from aiayn.runtime.records import added
+
 SIGNIFICANCE = 0.05  # the level below which a difference is marked significant
 
 
@@ -36,10 +38,10 @@ def mean_and_spread(values: Sequence[float]) -> tuple[float, float | None]:
     n = len(values)
     if n == 0:
         raise ValueError("no replicate to average")
-    mean = sum(values) / n
+    mean = added(values) / n
     if n == 1:
         return mean, None
-    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    return mean, math.sqrt(added((v - mean) ** 2 for v in values) / (n - 1))
 
 
 def stratified_ar_p(

@@ -91,7 +91,7 @@ def multi_bleu(hyp: list[str], ref: list[str]) -> dict:
         bp = bleu = ratio = 0.0
     else:
         bp = math.exp(1 - ref_len / hyp_len) if hyp_len < ref_len else 1.0
-        bleu = bp * math.exp(sum(math.log(p) if p else -9999999999 for p in precisions) / 4)
+        bleu = bp * math.exp(records.added(math.log(p) if p else -9999999999 for p in precisions) / 4)
         ratio = hyp_len / ref_len
     line = (
         f"BLEU = {100 * bleu:.2f}, "
@@ -136,7 +136,7 @@ def bleu_scores(
     return {
         "lines": len(hyp),
         "sacrebleu": {
-            "score": detok.score,
+            "score": sacrebleu_score(detok),
             "signature": str(bleu.get_signature()),
             "bp": detok.bp,
             "hyp_len": detok.sys_len,
@@ -146,6 +146,22 @@ def bleu_scores(
         "chrf": {"score": chrf_score.score, "signature": str(chrf.get_signature())},
         "tokenized_bleu": {**tokenized, "moses_lang": moses_lang, "compound_split": compound_split},
     }
+
+
+def sacrebleu_score(result) -> float:
+    """sacreBLEU's corpus BLEU (a `BLEUScore` of our settings: exp smoothing, no effective order)
+    from its own brevity penalty and precisions, with its log-precisions added left to right
+    (`records.added`): sacreBLEU adds them with sum(), whose last bits differ between Python 3.11
+    and 3.12+. Its own figure and ours agree to rounding, which is checked."""
+    if not any(result.counts):
+        score = 0.0
+    else:
+        score = result.bp * math.exp(
+            records.added(math.log(p) if p > 0 else -9999999999 for p in result.precisions) / 4
+        )
+    if not math.isclose(score, result.score, rel_tol=1e-12, abs_tol=1e-12):
+        raise RuntimeError(f"sacreBLEU {sacrebleu.__version__} computes BLEU otherwise ({result.score} here {score})")
+    return score
 
 
 def paired_bootstrap_p(ref: list[str], base: list[str], system: list[str], samples: int) -> float:

@@ -209,7 +209,9 @@ def diagonal_record(model, pairs) -> dict:
     return {
         "pairs": len(measured),
         "uniform": UNIFORM_DISTANCE,
-        "layers": [{"layer": k + 1, "distance": sum(m[k] for m in measured) / len(measured)} for k in range(layers)],
+        "layers": [
+            {"layer": k + 1, "distance": records.added(m[k] for m in measured) / len(measured)} for k in range(layers)
+        ],
     }
 
 

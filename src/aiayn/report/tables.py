@@ -1,60 +1,39 @@
-"""The paper's Tables 2, 3 and 4 with our numbers beside the paper's, from whatever has finished.
+"""The paper's Tables 2, 3 and 4 with our numbers beside the paper's, from whatever has finished,
+built as pandas data frames.
 
-Each table is a list of row dicts, written as CSV and as Markdown from the same values. A run
-whose score file is missing shows as pending, with its progress (step / total) if its metrics
-exist. Sources, all named by `Layout`: each experiment's score file, metrics.jsonl, average.json
-and selected.json, its dataset's train.report.json (or training text), and the table's spec
-(`Study.table_spec`: the experiments and the paper's numbers from the config). Tables read and
-format; what they score is scored elsewhere (baselines: `aiayn.evaluation.baselines`, p-values:
-`aiayn.evaluation.score`).
+A table is a join of records: one line per run of each of its rows (the row's seeds), the cells
+of that run read from its records (score file, metrics.jsonl, average.json, selected.json, its
+dataset's train.report.json; `run_frame`), then one line per row (`over_seeds`: its own run's
+cells, the mean and the spread s_sel of its figures over its finished runs by group), written as
+CSV (with each run's line under its row) and as Markdown (`aiayn.report.notes`: the words around
+the numbers). A run whose score file is missing shows as pending, with its progress (step / total)
+if its metrics exist. Every file is named by `Layout`; the table's spec is `Study.table_spec` (the
+experiments and the paper's numbers from the config). Tables read and join; what they score is
+scored elsewhere (baselines: `aiayn.evaluation.baselines`, p-values: `aiayn.evaluation.score`'s
+paired bootstrap and `aiayn.evaluation.replicates`' stratified test).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
 from aiayn.errors import UserError
 from aiayn.evaluation import baselines
 from aiayn.evaluation.replicates import SIGNIFICANCE, mean_and_spread, stratified_ar_p
 from aiayn.evaluation.score import paired_bootstrap_p
 from aiayn.io import atomic_paths, readable
-from aiayn.report.format import footer, to_csv, to_markdown
+from aiayn.report.format import to_csv
+from aiayn.report.notes import cleaning_note, markdown_document
 from aiayn.runtime import metrics, records
-from aiayn.runtime.hardware import PEAKS, gpu_model, peak_flops
+from aiayn.runtime.hardware import peak_flops
 from aiayn.runtime.lines import read_lines
 from aiayn.study import config as cfg
 from aiayn.study import paper
 from aiayn.study.grid import TABLE_SPEC_KEYS, Study
 from aiayn.study.layout import Layout
 
-# Table 2 of the paper: the other systems, kept for context (BLEU EN-DE, EN-FR; cost EN-DE, EN-FR).
-PAPER_TABLE2 = [
-    ("ByteNet", 23.75, None, None, None),
-    ("Deep-Att + PosUnk", None, 39.2, None, 1.0e20),
-    ("GNMT + RL", 24.6, 39.92, 2.3e19, 1.4e20),
-    ("ConvS2S", 25.16, 40.46, 9.6e18, 1.5e20),
-    ("MoE", 26.03, 40.56, 2.0e19, 1.2e20),
-    ("Deep-Att + PosUnk Ensemble", None, 40.4, None, 8.0e20),
-    ("GNMT + RL Ensemble", 26.30, 41.16, 1.8e20, 1.1e21),
-    ("ConvS2S Ensemble", 26.36, 41.29, 7.7e19, 1.2e21),
-    ("Transformer (base)", 27.3, 38.1, 3.3e18, 3.3e18),
-    ("Transformer (big)", 28.4, 41.8, 2.3e19, 2.3e19),
-]
-# Table 4 of the paper: the other parsers (WSJ section 23 F1).
-PAPER_TABLE4 = [
-    ("Vinyals & Kaiser et al. (2014)", "WSJ only, discriminative", 88.3),
-    ("Petrov et al. (2006)", "WSJ only, discriminative", 90.4),
-    ("Zhu et al. (2013)", "WSJ only, discriminative", 90.4),
-    ("Dyer et al. (2016)", "WSJ only, discriminative", 91.7),
-    ("Transformer (4 layers)", "WSJ only, discriminative", 91.3),
-    ("Zhu et al. (2013)", "semi-supervised", 91.3),
-    ("Huang & Harper (2009)", "semi-supervised", 91.3),
-    ("McClosky et al. (2006)", "semi-supervised", 92.1),
-    ("Vinyals & Kaiser et al. (2014)", "semi-supervised", 92.1),
-    ("Transformer (4 layers)", "semi-supervised", 92.7),
-    ("Luong et al. (2015)", "multi-task", 93.0),
-    ("Dyer et al. (2016)", "generative", 93.3),
-]
 # the base model's columns of Table 3, the fallback when a table has no base row
 BASE_MODEL = {k: paper.MODEL["base"][k] for k in ("N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "init")}
 
@@ -155,36 +134,72 @@ def runs(exp: dict) -> list[tuple[int | None, dict]]:
     return [(r["seed"], {**exp, "name": r["name"]}) for r in replicates]
 
 
-def over_seeds(table: int, exp: dict, one) -> dict:
-    """The row of `exp` over its seeds: `one(spec)` is the row of one run. The figures of
-    SEED_METRICS are the mean over the scored runs, each with its spread over them (`_s_sel`, the
-    sample standard deviation; None for one run); every other cell is the row's own run's; `seeds`
-    counts the runs, and `per_seed` keeps each run's row (the CSV's extra lines)."""
-    each = [(seed, one(spec)) for seed, spec in runs(exp)]
-    own = next(r for _, r in each if r["experiment"] == exp["name"])
-    done = [r for _, r in each if r["status"] == "done"]
-    row = {}
-    for key, value in own.items():
-        row[key] = value
-        if key in SEED_METRICS[table]:
-            values = [r[key] for r in done if r[key] is not None]
-            row[key], row[f"{key}_s_sel"] = mean_and_spread(values) if len(each) > 1 and values else (value, None)
-    if len(each) > 1 and len(done) < len(each):
-        row["status"] = f"pending ({len(done)} of {len(each)} seeds done)"
-    if table in DELTA_OF and row["delta"] is not None:
-        key, figure = DELTA_OF[table]
-        row["delta"] = row[key] - exp["paper"][figure]
-    row["seeds"] = len(each)
-    row["seed"] = each[0][0] if len(each) == 1 else None
-    row["replicate_of"] = None
-    row["per_seed"] = (
-        [{**r, "seeds": 1, "seed": seed, "replicate_of": exp["name"]} for seed, r in each] if len(each) > 1 else []
-    )
-    return row
+def run_frame(number: int, layout: Layout, experiments: list[dict], base: dict | None = None) -> pd.DataFrame:
+    """One line per run of each row of Table `number` (each row's seeds, in order): the cells of
+    that run (row2, row3 or row4: Table 3's against `base`, the table's base row), and `_row` (the
+    row's index), `_seed`, `_own` (the row's own run). Cells are Python objects (dtype object): None
+    stays None, an int an int."""
+    one = {2: row2, 3: lambda layout, spec: row3(layout, spec, base), 4: row4}[number]
+    lines = [
+        {**one(layout, spec), "_row": i, "_seed": seed, "_own": spec["name"] == exp["name"]}
+        for i, exp in enumerate(experiments)
+        for seed, spec in runs(exp)
+    ]
+    return pd.DataFrame(lines, dtype=object)
 
 
-def table2(layout: Layout, experiments: list[dict]) -> list[dict]:
-    return [over_seeds(2, exp, lambda spec: row2(layout, spec)) for exp in experiments]
+def over_seeds(number: int, frame: pd.DataFrame, experiments: list[dict]) -> pd.DataFrame:
+    """The rows of Table `number` from its `run_frame`: each row's own run's cells, where the row has
+    several runs each figure of SEED_METRICS the mean over its finished runs and `<figure>_s_sel`
+    (beside it) their sample standard deviation (None for one run); `status` says how many seeds are
+    done while some are not; `delta` is taken of the mean; `seeds` counts the runs, `seed` is the one
+    run's seed."""
+    groups = frame.groupby("_row", sort=True)
+    seeds, done = groups.size(), frame[frame["status"] == "done"].groupby("_row").size()
+    rows = frame[frame["_own"]].set_index("_row").sort_index()
+    several = seeds > 1
+    for key in SEED_METRICS[number]:
+        finished = frame[(frame["status"] == "done") & frame[key].notna()]
+        stats = finished.groupby("_row")[key].agg(lambda values: mean_and_spread(list(values)))
+        stats = stats[several.reindex(stats.index)]
+        at = rows.columns.get_loc(key) + 1
+        rows.insert(at, f"{key}_s_sel", pd.Series([None] * len(rows), index=rows.index, dtype=object))
+        for i, (mean, spread) in stats.items():
+            rows.at[i, key], rows.at[i, f"{key}_s_sel"] = mean, spread
+    for i in rows.index[several]:
+        if done.get(i, 0) < seeds[i]:
+            rows.at[i, "status"] = f"pending ({done.get(i, 0)} of {seeds[i]} seeds done)"
+    if number in DELTA_OF:
+        key, figure = DELTA_OF[number]
+        for i in rows.index[rows["delta"].notna()]:
+            rows.at[i, "delta"] = rows.at[i, key] - experiments[i]["paper"][figure]
+    rows["seeds"] = seeds.astype(object)
+    own_seed = [frame.loc[frame["_row"] == i, "_seed"].iloc[0] if seeds[i] == 1 else None for i in rows.index]
+    rows["seed"] = pd.Series(own_seed, index=rows.index, dtype=object)
+    rows["replicate_of"] = None
+    return rows.drop(columns=["_seed", "_own"])
+
+
+def csv_lines(rows: list[dict], frame: pd.DataFrame, experiments: list[dict]) -> list[dict]:
+    """The CSV's lines: each row (`rows`, the table's: its experiments' rows, then any others), followed
+    by a line of each of its runs where it has several (that run's cells, `seed` and `replicate_of`:
+    the row's experiment)."""
+    several = records_of(frame[frame.groupby("_row")["_row"].transform("size") > 1])
+    lines = []
+    for i, row in enumerate(rows):
+        lines.append(row)
+        lines += [
+            {**{k: v for k, v in run.items() if not k.startswith("_")}, "seeds": 1, "seed": run["_seed"],
+             "replicate_of": experiments[i]["name"]}
+            for run in several if run["_row"] == i
+        ]  # fmt: skip
+    return lines
+
+
+def records_of(table: pd.DataFrame) -> list[dict]:
+    """The lines of a table frame as dicts, None where a cell is empty."""
+    return [{k: (None if v is None or (isinstance(v, float) and v != v) else v) for k, v in r.items()}
+            for r in table.to_dict("records")]  # fmt: skip
 
 
 def row2(layout: Layout, exp: dict) -> dict:
@@ -216,11 +231,6 @@ def row2(layout: Layout, exp: dict) -> dict:
         "mfu": flops / (m["hours"] * 3600 * m["gpus"] * peak) if flops and peak and m["hours"] else None,
         "sacrebleu_signature": s["sacrebleu"]["signature"] if s else None,
     }
-
-
-def table3(layout: Layout, experiments: list[dict]) -> list[dict]:
-    base = next((e for e in experiments if e.get("row") == "base"), None)
-    return [over_seeds(3, exp, lambda spec: row3(layout, spec, base)) for exp in experiments]
 
 
 def row3(layout: Layout, exp: dict, base: dict | None) -> dict:
@@ -306,38 +316,6 @@ def add_directions(rows: list[dict], experiments: list[dict]) -> None:
         row["as_paper"] = f"{verdict}: {', '.join(said)}{significance}"
 
 
-def findings_line(rows: list[dict]) -> str:
-    """The sum of Table 3's `as_paper`: how many variations move as in the paper, how many significantly."""
-    judged = [r for r in rows if r.get("moves_as_paper")]
-    if not judged:
-        return ""
-    yes = [r for r in judged if r["moves_as_paper"] == "yes"]
-    partly = sum(r["moves_as_paper"] == "partly" for r in judged)
-    significant = sum(r.get("significant") == "yes" for r in yes)
-    tested = any(r.get("significant") for r in judged)
-    line = (
-        f"\nDoes this study reproduce the paper's findings? {len(yes)} of {len(judged)} variations move as in the paper"
-    )
-    line += (
-        f" (dev perplexity and dev BLEU against base; {partly} partly)"
-        if partly
-        else " (dev perplexity and dev BLEU against base)"
-    )
-    line += (
-        f", {significant} of them significantly (BLEU, p < {SIGNIFICANCE:g})"
-        if tested
-        else ", none tested for significance"
-    )
-    waiting = sum(1 for r in rows if r.get("as_paper") is None)
-    if waiting:
-        line += f"; {waiting} row(s) pending or without the paper's figures"
-    return line + ".\n"
-
-
-def table4(layout: Layout, experiments: list[dict]) -> list[dict]:
-    return [over_seeds(4, exp, lambda spec: row4(layout, spec)) for exp in experiments]
-
-
 def row4(layout: Layout, exp: dict) -> dict:
     m = read_metrics(layout, exp["name"])
     s = read_score(layout, exp["name"], exp["testset"], "parsing")
@@ -360,155 +338,28 @@ def row4(layout: Layout, exp: dict) -> dict:
     }
 
 
-TITLES = {
-    2: "Table 2: test-set BLEU (newstest2014 in the paper) and training cost",
-    3: "Table 3: variations of the base model (dev set, no checkpoint averaging)",
-    4: "Table 4: English constituency parsing (test-set F1, EVALB; WSJ 23 in the paper)",
-}
-
-
-SEEDS_NOTE = (
-    "seeds: the training runs of the row, one per seed (`seeds:` in the config); with several, each figure "
-    "is their mean, *_s_sel the sample standard deviation over them (the training noise), and the CSV has "
-    "one more line per seed (seed, replicate_of)."
-)
-
-SETTING_NOTE = (
-    "\nsetting: \"the paper's\" when the run is the paper's setting of its row (model, updates and tokens per "
-    "update, decoding, checkpoint averaging, test set and its size, training data size, aiayn.study.paper); "
-    "otherwise "
-    "what differs, and no delta against the paper is printed.\n"
-)
-
-
-def hardware_note(rows: list[dict]) -> str:
-    """Why a Table 2 row's cost or MFU cell is blank, when it is."""
-    notes = []
-    if any(r.get("gpu") == "cpu" for r in rows):
-        notes.append(
-            "CPU runs (hardware CPU) leave cost_flops_paper_formula and mfu blank: the paper's cost formula "
-            "(footnote 5: hours x GPUs x the GPU's FP32 FLOP/s) and MFU apply to GPUs."
-        )
-    unknown = sorted({r["gpu"] for r in rows if r.get("gpu") not in (None, "cpu") and gpu_model(r["gpu"]) is None})
-    if unknown:
-        notes.append(
-            f"No peak FLOP/s is known for {', '.join(unknown)} (aiayn.runtime.hardware.PEAKS), so its rows "
-            "have no cost "
-            "and no MFU."
-        )
-    return "".join(f"\n{n}\n" for n in notes)
-
-
-def cleaning_note(layout: Layout, experiments: list[dict]) -> str:
-    """What cleaning removed from the training data of each dataset of `experiments` (its
-    train.report.json), as a line under Table 2: a corpus the cleaning cut by 3 % is a row's setting too."""
-    said = []
-    for dataset in dict.fromkeys(e["dataset"] for e in experiments):
-        path = Path(layout.train_report(dataset))
-        if not path.exists():
-            continue
-        record = records.read(path, "train report")
-        kept = int(record["kept"])
-        removed = {k: int(v) for k, v in record.get("removed", {}).items() if v}
-        total = sum(int(c.get("pairs", 0)) for c in record.get("corpora", [])) or kept + sum(removed.values())
-        why = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in removed.items())
-        share = f"{(total - kept) / total:.1%} removed" + (f": {why}" if why else "") if total else "none given"
-        said.append(f"{dataset} kept {kept:,} of {total:,} pairs ({share})")
-    if not said:
-        return ""
-    where = layout.train_report("<dataset>")
-    return f"\nTraining data after cleaning ({where}): " + "; ".join(said) + ".\n"
-
-
-# the columns of each table's Markdown (the CSV has every cell)
-COLUMNS = {
-    2: ["experiment", "status", "paper_bleu", "bleu", "bleu_s_sel", "seeds", "delta", "sacrebleu", "setting",
-        "dataset", "testset", "lines", "preset", "updates", "tgt_tokens_per_update", "hardware", "averaged_steps",
-        "device_hours", "cost_flops_paper_formula", "model_flops", "mfu"],
-    3: ["row", "experiment", "status", "changes", "setting", "updates", "seeds", "dev_ppl", "dev_ppl_s_sel",
-        "paper_dev_ppl", "dev_bleu", "dev_bleu_s_sel", "paper_dev_bleu", "as_paper", "params_M", "paper_params_M",
-        "p_value_vs_base", "significant", "test"],
-    4: ["row", "experiment", "status", "paper_f1", "f1", "f1_s_sel", "seeds", "delta", "setting", "selected_on_dev",
-        "testset", "lines", "updates", "hardware", "precision", "recall", "error_sentences"],
-}  # fmt: skip
-
-
-def column_note(number: int) -> str:
-    """What the columns of Table `number` mean."""
-    if number == 2:
-        peaks = ", ".join(f"{k} {v['fp32'] / 1e12:g}" for k, v in PEAKS.items() if "fp32" in v)
-        return (
-            "\nbleu: tokenized BLEU as the paper measured it (Moses tokenizer, compound splitting for EN-DE); "
-            f"sacrebleu: detokenized sacreBLEU; delta = bleu - paper_bleu. tgt_tokens_per_update: the target tokens "
-            "of an update as trained, on the mean (the paper's §5.1 batch: about 25,000 source and 25,000 target "
-            f"tokens). {SEEDS_NOTE} Training cost by the "
-            f"paper's footnote 5 (hours x GPUs x the GPU's FP32 TFLOPS: {peaks}); device_hours: wall hours trained "
-            "x the devices training (GPUs, or CPU processes), those of the hardware column; model_flops: the "
-            "training FLOPs counted from every update's batches (encoder on source, decoder on target tokens, "
-            "attention products at the real lengths, output projection; aiayn.runtime.hardware.training_flops). "
-            "The paper's Table 2 gives 41.8 for big EN-FR; its §6.1 text and abstract say 41.0.\n"
-        )
-    if number == 3:
-        return (
-            "\ndev_ppl: per-piece perplexity on the dev set at the last checkpoint (depends on eps_ls, as the "
-            f"paper says); dev_bleu: tokenized BLEU of the last checkpoint, no averaging. {SEEDS_NOTE} "
-            "p_value_vs_base: the difference of sacreBLEU's BLEU (13a) to the base row's, tested as `test` "
-            "says: where both rows have several seeds, MultEval's stratified approximate randomization (Clark "
-            "et al. 2011) over every seed's translations, replicate j paired with base's replicate j, which "
-            "accounts for training noise; where either has one seed, sacreBLEU's paired bootstrap (Koehn 2004) "
-            f'of the two runs, which measures test-set sampling only. significant: p < {SIGNIFICANCE:g}; a "no" '
-            "row's difference to base may be noise. as_paper: whether the variation moved dev perplexity and dev "
-            "BLEU against the base row the way the paper's row moved against the paper's base (better or worse; "
-            "yes, partly or no), and whether its BLEU difference is significant; where the paper's figure did not "
-            "move, ours is said and not judged.\n"
-        )
-    return f"\n{SEEDS_NOTE}\n"
-
-
-PAPERS_COLUMNS = {2: ["model", "EN-DE", "EN-FR", "cost EN-DE", "cost EN-FR"], 4: ["parser", "training", "F1"]}
-
-
-def papers_rows(number: int) -> str:
-    """The paper's own rows of Table `number` (the other systems), for context."""
-    if number not in PAPERS_COLUMNS:
-        return ""
-    rows = [dict(zip(PAPERS_COLUMNS[number], row)) for row in {2: PAPER_TABLE2, 4: PAPER_TABLE4}[number]]
-    return "\nThe paper's rows:\n\n" + to_markdown(rows)
-
-
-def markdown_document(number: int, rows: list[dict], study: str | None = None, notes: str = "") -> str:
-    """Table `number` as Markdown: `study` (which config files made it) on top, `notes` (e.g. the
-    cleaning's) under the table's own, aiayn's version below."""
-    parts = [f"# {TITLES[number]}\n", f"\n{study}\n\n" if study else "", to_markdown(rows, COLUMNS[number])]
-    if number == 3:
-        parts.append(findings_line(rows))
-    parts.append(column_note(number))
-    if number == 2:
-        parts += [hardware_note(rows), notes]
-        signatures = sorted({r["sacrebleu_signature"] for r in rows if r.get("sacrebleu_signature")})
-        parts += [f"\nsacreBLEU signature: `{sig}`\n" for sig in signatures]
-    parts += [papers_rows(number), SETTING_NOTE, footer()]
-    return "".join(parts)
-
-
 OUTSIDE_RUN = " (outside run:)"  # the mark of a finished row of an experiment the study's `run:` left out
 
 
-def shown(number: int, layout: Layout, experiments: list[dict]) -> tuple[list[dict], list[dict]]:
-    """(experiments, rows) of Table `number`: a row per experiment, in order, but of an experiment
-    outside the study's `run:` only when one of its runs is scored, its status marked so."""
-    rows = {2: table2, 3: table3, 4: table4}[number](layout, experiments)
-    kept = [(e, r) for e, r in zip(experiments, rows) if not e.get("outside_run") or scored_runs(layout, e)]
-    for exp, row in kept:
+def shown(number: int, layout: Layout, experiments: list[dict]) -> tuple[list[dict], pd.DataFrame, pd.DataFrame]:
+    """(experiments, rows, runs) of Table `number`: a row per experiment, in order, but of an
+    experiment outside the study's `run:` only when one of its runs is scored, its status marked so;
+    `runs` is their `run_frame`."""
+    base = next((e for e in experiments if e.get("row") == "base"), None)
+    experiments = [e for e in experiments if not e.get("outside_run") or scored_runs(layout, e)]
+    frame = run_frame(number, layout, experiments, base)
+    rows = over_seeds(number, frame, experiments)
+    for i, exp in enumerate(experiments):
         if exp.get("outside_run"):
-            row["status"] += OUTSIDE_RUN
-    return [e for e, _ in kept], [r for _, r in kept]
+            rows.at[i, "status"] += OUTSIDE_RUN
+    return experiments, rows, frame
 
 
 def build(number: int, results: str | Path, experiments: list[dict]) -> list[dict]:
     """The rows of Table `number` for `experiments` (one row each, in order; of one outside `run:`
     only when finished) from the study's outputs under `results`."""
-    experiments, rows = shown(number, Layout(str(results)), experiments)
+    experiments, rows, _ = shown(number, Layout(str(results)), experiments)
+    rows = records_of(rows)
     if number == 3:
         add_directions(rows, experiments)
     return rows
@@ -554,16 +405,6 @@ def add_p_values(rows: list[dict], layout: Layout, experiments: list[dict], samp
         row["significant"] = "yes" if row["p_value_vs_base"] < SIGNIFICANCE else "no"
 
 
-def csv_rows(rows: list[dict]) -> list[dict]:
-    """The CSV's lines: each row (without its `per_seed`), followed by its runs' own rows when it has
-    several seeds."""
-    out = []
-    for row in rows:
-        out.append({k: v for k, v in row.items() if k != "per_seed"})
-        out += row.get("per_seed") or []
-    return out
-
-
 def check_spec(experiments: list) -> None:
     """--experiments is what `Study.table_spec` writes; name what a hand-made one lacks."""
     for i, exp in enumerate(experiments):
@@ -603,7 +444,8 @@ def write_table(
         with_baselines = with_baselines or loaded["baselines"]
     else:
         raise UserError("give --experiments (JSON) or --config (the study config)")
-    experiments, rows = shown(number, layout, experiments)
+    experiments, rows, frame = shown(number, layout, experiments)
+    rows = records_of(rows)
     if number == 3 and bootstrap:
         add_p_values(rows, layout, experiments, bootstrap)
     if number == 3:
@@ -615,7 +457,7 @@ def write_table(
     with atomic_paths(md, csv_path) as (tmp_md, tmp_csv):
         notes = cleaning_note(layout, experiments) if number == 2 else ""
         tmp_md.write_text(markdown_document(number, rows, study, notes), encoding="utf-8")
-        tmp_csv.write_text(to_csv(csv_rows(rows)), encoding="utf-8")
+        tmp_csv.write_text(to_csv(csv_lines(rows, frame, experiments)), encoding="utf-8")
     ours = [r for e, r in zip(experiments, rows) if not e.get("outside_run")]
     outside = len(experiments) - len(ours)
     more = f", and {outside} finished outside run:" if outside else ""

@@ -26,6 +26,17 @@ STEP = {"type": "integer", "minimum": 0}
 TEXT = {"type": "string"}
 
 
+def added(values) -> float:
+    """The sum of `values`, added left to right in plain float arithmetic as perl adds and as
+    Python 3.11's sum() did: the same bits on every Python. (Python 3.12's sum() compensates its
+    rounding, so a figure summed with it differs in its last bits between 3.11 and 3.13, and so do
+    the records and tables that hold it.) Every sum of floats that a record or table holds uses it."""
+    total = 0.0
+    for value in values:
+        total += value
+    return total
+
+
 def record(required: dict, optional: dict | None = None) -> dict:
     """The schema of a JSON object with `required` and `optional` fields (others are allowed: a
     newer writer may add some)."""
