@@ -57,7 +57,7 @@ PROPERTIES = {
 
 # the languages Moses 2017 had a nonbreaking prefix list for; tokenizer.perl uses English's for any other
 LISTS_2017 = frozenset(
-    "ca cs de el en es fi fr ga hu is it lv nl pl pt ro ru sk sl sv ta".split()  # scripts/share/nonbreaking_prefixes
+    "ca cs de el en es fi fr ga hu is it lt lv nl pl pt ro ru sk sl sv ta yue zh".split()  # scripts/share/nonbreaking_prefixes
 )
 # the package's files in PREFIX_DIR, read as perl reads them: Moses 2017's where sacremoses ships later
 # lists (en, sv, ta), and Moses' own files where sacremoses' reader would differ from perl's (it strips the
@@ -76,12 +76,15 @@ SACREMOSES_2017 = {
     "ga": "6403d6975d079f13dc155d3136a303cad00e2e92d5429553d9581fddbb9f5d02",
     "hu": "ddd9ec9a05dd8eaf14aab52225b49d2ae3d2e697b8c61dc6c63fa821e4c0008e",
     "is": "1c4457f99dc2e54343948d2b23d35a10356175db7cfa55e89fdface64c7f1419",
+    "lt": "c66985eb00d86cc5d7bdf25acfbcabe4ec33ade4f9449ca2deec7a869f914709",
     "lv": "f527d2317af9ea681ac5f981a2fd69fec92a98de3cb21f44244052433b06cbbc",
     "pl": "5ba4bff3aeff2b88b8164c6c5e952206730ef7819a09c0ae5ca9122987746f58",
     "pt": "7a20e596834530098ecfeaec64c6943d315b94432ba44de9e816cf759e919ee7",
     "ro": "3f488fe319a194b136c522f2823b0981e334b6bf660990d419357693fdf42efe",
     "ru": "2dc6902f3ce656a5d86ad7c489fde19c89358725a63f78c21c62b2de34b647ac",
     "sl": "6f969913a07bed0629c09ce5f68d642100b6824702e12e28de1ed1e5ac17b809",
+    "yue": "41c266ec7c4245b2cb1692ca11529da08b4891ffd71165caf4de0248458e46bb",
+    "zh": "41c266ec7c4245b2cb1692ca11529da08b4891ffd71165caf4de0248458e46bb",
 }
 
 
