@@ -55,10 +55,9 @@ PROPERTIES = {
     "s": "White_Space",
 }
 
-# the languages Moses 2017 had a nonbreaking prefix list for; tokenizer.perl uses English's for any other
-LISTS_2017 = frozenset(
-    "ca cs de el en es fi fr ga hu is it lt lv nl pl pt ro ru sk sl sv ta yue zh".split()  # scripts/share/nonbreaking_prefixes
-)
+# the languages Moses 2017 had a nonbreaking prefix list for (scripts/share/nonbreaking_prefixes);
+# tokenizer.perl uses English's for any other
+LISTS_2017 = frozenset("ca cs de el en es fi fr ga hu is it lt lv nl pl pt ro ru sk sl sv ta yue zh".split())
 # the package's files in PREFIX_DIR, read as perl reads them: Moses 2017's where sacremoses ships later
 # lists (en, sv, ta), and Moses' own files where sacremoses' reader would differ from perl's (it strips the
 # trailing spaces some of their lines have, which make those prefixes never match in perl)
