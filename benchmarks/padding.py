@@ -27,7 +27,9 @@ def real_lengths(pair: str = "en-de") -> tuple[np.ndarray, np.ndarray]:
     data = Path(os.environ.get("AIAYN_TEST_DATA") or ROOT.parent / "shared" / "data")
     folder = data / "wmt_news_2008_2012" / pair
     if not folder.is_dir():
-        sys.exit(f"{folder} is absent: this benchmark reads real WMT news text; set AIAYN_TEST_DATA (docs/development.md, Tests)")
+        sys.exit(
+            f"{folder} is absent: this benchmark reads real WMT news text; set AIAYN_TEST_DATA (docs/development.md, Tests)"
+        )
     src, tgt = [], []
     for path in sorted(folder.glob("*.en.gz")):
         other = path.with_name(path.name.replace(".en.gz", f".{pair[3:]}.gz"))
