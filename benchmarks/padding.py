@@ -28,7 +28,8 @@ def real_lengths(pair: str = "en-de") -> tuple[np.ndarray, np.ndarray]:
     folder = data / "wmt_news_2008_2012" / pair
     if not folder.is_dir():
         sys.exit(
-            f"{folder} is absent: this benchmark reads real WMT news text; set AIAYN_TEST_DATA (docs/development.md, Tests)"
+            f"{folder} is absent: this benchmark reads real WMT news text; set AIAYN_TEST_DATA "
+            "(docs/development.md, Tests)"
         )
     src, tgt = [], []
     for path in sorted(folder.glob("*.en.gz")):
