@@ -103,7 +103,13 @@ def verified(path: str | os.PathLike) -> tuple[bytes, Path]:
     path = readable(path, "a sentencepiece model")
     data = path.read_bytes()
     try:
-        recorded = _parse(data).trainer_spec.model_prefix
+        proto = _parse(data)
+        # a file cut short keeps its first pieces, and loses its specs (written after them) with the checksum
+        if not (proto.HasField("trainer_spec") and proto.HasField("normalizer_spec")):
+            raise ValueError("cut short")
+        recorded = proto.trainer_spec.model_prefix
+        if not isinstance(recorded, str):  # protobuf gives the bytes of a string field that is not UTF-8
+            raise ValueError("not UTF-8")
         if recorded.startswith(CHECKSUM) and recorded != CHECKSUM + hashlib.sha256(canonical(data)).hexdigest():
             raise ValueError("checksum")
         sp = spm.SentencePieceProcessor(model_proto=data)  # protobuf alone takes much damage for a model

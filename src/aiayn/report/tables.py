@@ -154,6 +154,8 @@ def over_seeds(number: int, frame: pd.DataFrame, experiments: list[dict]) -> pd.
     (beside it) their sample standard deviation (None for one run); `status` says how many seeds are
     done while some are not; `delta` is taken of the mean; `seeds` counts the runs, `seed` is the one
     run's seed."""
+    if frame.empty:  # a table none of whose experiments is shown
+        return frame
     groups = frame.groupby("_row", sort=True)
     seeds, done = groups.size(), frame[frame["status"] == "done"].groupby("_row").size()
     rows = frame[frame["_own"]].set_index("_row").sort_index()
@@ -184,7 +186,7 @@ def csv_lines(rows: list[dict], frame: pd.DataFrame, experiments: list[dict]) ->
     """The CSV's lines: each row (`rows`, the table's: its experiments' rows, then any others), followed
     by a line of each of its runs where it has several (that run's cells, `seed` and `replicate_of`:
     the row's experiment)."""
-    several = records_of(frame[frame.groupby("_row")["_row"].transform("size") > 1])
+    several = [] if frame.empty else records_of(frame[frame.groupby("_row")["_row"].transform("size") > 1])
     lines = []
     for i, row in enumerate(rows):
         lines.append(row)
