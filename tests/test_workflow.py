@@ -281,9 +281,11 @@ def rules_and_commands() -> list[tuple[str, str, str]]:
 
 
 def library_module(command: str) -> str:
-    """The library module a command's run() calls into: `aiayn.<stage>.<module>`."""
+    """The library module a command's run() calls into: `aiayn.<stage>.<module>` (imported in run(),
+    else at the top: the helpers add_arguments may import for its help come second)."""
     tree = ast.parse((ROOT / "src" / (COMMANDS[command][0].replace(".", "/") + ".py")).read_text())
-    for node in ast.walk(tree):
+    run = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "run")
+    for node in [*ast.walk(run), *ast.walk(tree)]:
         if isinstance(node, ast.ImportFrom) and node.module and node.module.count(".") == 2:
             if node.module.split(".")[1] != "commands":
                 return node.module
@@ -339,3 +341,25 @@ def test_the_rules_name_files_only_through_the_layout():
             if re.search(r"os\.path\.(dirname|basename)|LAYOUT\.(data|_p)\(|[\"']results/", code):
                 found.append(f"{path.name}:{number}: {line.strip()}")
     assert found == []
+
+
+def test_the_order_of_a_configs_keys_changes_no_job(tmp_path, paper_config):
+    """A config whose keys come in another order (a YAML tool rewrote it, sorted) plans every job with
+    the same command line, so a study edited that way reruns nothing (it reran the whole DAG: the
+    rules' JSON parameters kept the file's key order)."""
+
+    def reversed_keys(value, keep_order=False):
+        if isinstance(value, dict):
+            keys = list(value) if keep_order else list(reversed(list(value)))
+            return {k: reversed_keys(value[k]) for k in keys}
+        return [reversed_keys(v) for v in value] if isinstance(value, list) else value
+
+    reordered = reversed_keys(paper_config)
+    reordered["experiments"] = reversed_keys(paper_config["experiments"], keep_order=True)  # the tables' row order
+    shells = []
+    for name, config in (("as.yaml", paper_config), ("reversed.yaml", reordered)):
+        (tmp_path / name).write_text(yaml.safe_dump(config, sort_keys=False))
+        run = snakemake("-n", "-p", "--configfile", str(tmp_path / name), "--replace-workflow-config")
+        assert run.returncode == 0, run.stderr[-2000:]
+        shells.append(sorted(j["shell"].replace(name, "<config>") for j in planned_jobs(run.stdout + run.stderr)))
+    assert shells[0] == shells[1] and len(shells[0]) > 100

@@ -47,6 +47,13 @@ GENERATED = {
 }
 
 
+def as_param(value):
+    """A rule's JSON parameter, its keys sorted: the order a config file lists its keys in (a YAML tool
+    that rewrote it, an edit) changes no job's parameters, so Snakemake reruns nothing for it.
+    """
+    return json.dumps(value, sort_keys=True)
+
+
 def _alternatives(names):
     return (
         "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) or "(?!)"
@@ -159,7 +166,7 @@ def get_test_score(wildcards):
 
 
 def get_decode(wildcards):
-    return json.dumps(STUDY.experiment(wildcards.experiment)["decode"])
+    return as_param(STUDY.experiment(wildcards.experiment)["decode"])
 
 
 def get_url(wildcards):
@@ -172,7 +179,7 @@ def get_size_flag(wildcards):
 
 
 def get_vocab_settings(wildcards):
-    return json.dumps(STUDY.dataset(wildcards.dataset)["vocab"])
+    return as_param(STUDY.dataset(wildcards.dataset)["vocab"])
 
 
 def get_candidates(wildcards):
@@ -218,6 +225,29 @@ def get_table_scores(table):
         return STUDY.table_scores(table)
     except ConfigError as exc:
         raise WorkflowError(str(exc)) from None
+
+
+def rule_requests(*rules):
+    """{rule: {resource: number}}: what the jobs of `rules` request, after the profile's and the command
+    line's --set-resources (the plan reports it); a resource computed per job (a function, a string)
+    is left out."""
+    out = {}
+    for name in rules:
+        out[name] = {}
+        for key, res in workflow.get_rule(name).resources.items():
+            try:
+                value = getattr(res, "value", res)
+            except (
+                ValueError
+            ):  # Snakemake: "must be evaluated within the context of a rule"
+                continue
+            if (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and not key.startswith("_")
+            ):
+                out[name][key] = value
+    return out
 
 
 def train_launcher(resources):

@@ -35,7 +35,7 @@ rule generate:
     conda:
         "../../envs/data.yaml"
     params:
-        spec=lambda w: json.dumps(
+        spec=lambda w: as_param(
             config["archives"][ARCHIVE_FILES[w.archive_file]]["generate"]
         ),
     shell:
@@ -59,9 +59,9 @@ rule prepare:
     conda:
         "../../envs/data.yaml"
     params:
-        corpora=lambda w: json.dumps(STUDY.dataset(w.dataset)["train"]),
-        archives=lambda w: json.dumps(get_archive_map(w.dataset, "train")),
-        cleaning=json.dumps(config["cleaning"]),
+        corpora=lambda w: as_param(STUDY.dataset(w.dataset)["train"]),
+        archives=lambda w: as_param(get_archive_map(w.dataset, "train")),
+        cleaning=as_param(config["cleaning"]),
     shell:
         "python -m aiayn prepare --corpora {params.corpora:q} --cleaning {params.cleaning:q}"
         " --archives {params.archives:q} --src {output.src:q} --tgt {output.tgt:q} --report {output.report:q}"
@@ -83,7 +83,7 @@ rule prepare_eval:
     conda:
         "../../envs/data.yaml"
     params:
-        spec=lambda w: json.dumps(STUDY.dataset(w.dataset)["eval_sets"][w.evalset]),
+        spec=lambda w: as_param(STUDY.dataset(w.dataset)["eval_sets"][w.evalset]),
         archive=lambda w, input: (
             ["--archive", input.archives[0]] if input.archives else []
         ),

@@ -47,8 +47,8 @@ rule score:
     params:
         task=lambda w: STUDY.experiment(w.experiment)["task"],
         expect=get_expect_lines,
-        scoring=lambda w: json.dumps(STUDY.bleu_scoring(get_dataset(w))),
-        chain=lambda w: json.dumps(STUDY.evaluation_chain(w.experiment, w.testset)),
+        scoring=lambda w: as_param(STUDY.bleu_scoring(get_dataset(w))),
+        chain=lambda w: as_param(STUDY.evaluation_chain(w.experiment, w.testset)),
     shell:
         "python -m aiayn score --task {params.task:q} --hyp {input.hyp:q} --ref {input.ref:q}"
         " --scoring {params.scoring:q} --paper-row {params.chain:q} {params.expect:q} --out {output:q}"
@@ -72,7 +72,7 @@ rule select:
     conda:
         "../../envs/data.yaml"
     params:
-        candidates=lambda w: json.dumps(get_candidates(w)),
+        candidates=lambda w: as_param(get_candidates(w)),
     shell:
         "python -m aiayn select --candidates {params.candidates:q} --out-model {output.model:q}"
         " --out-metrics {output.metrics:q} --record {output.record:q} >> {log:q} 2>&1"
@@ -98,7 +98,7 @@ rule export:
         "../../envs/export.yaml"
     params:
         decode=get_decode,
-        card=lambda w: json.dumps(STUDY.model_card(w.experiment)),
+        card=lambda w: as_param(STUDY.model_card(w.experiment)),
     shell:
         "python -m aiayn export --model {input.model:q} --spm-src {input.spm_src:q} --spm-tgt {input.spm_tgt:q}"
         " --decode {params.decode:q} --card {params.card:q} --out {output.hf:q}"

@@ -17,7 +17,7 @@ rule prepare_treebank:
     conda:
         "../../envs/data.yaml"
     params:
-        dataset=lambda w: json.dumps(STUDY.treebank_settings(w.dataset)),
+        dataset=lambda w: as_param(STUDY.treebank_settings(w.dataset)),
         treebank_archive=lambda w, input: (
             ["--treebank-archive", input.archive[0]] if input.archive else []
         ),

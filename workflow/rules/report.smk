@@ -2,6 +2,7 @@
 # paper's numbers, and the figures of `snakemake --report` (learning curves, learning rate, attention).
 localrules:
     tables,
+    plan,
 
 
 # Table 1 (§4), measured on the rule's machine: FLOPs, time, sequential steps, path lengths.
@@ -22,7 +23,7 @@ rule table1:
         "../../envs/torch.yaml"
     threads: 2
     params:
-        settings=json.dumps(config["table1"]),
+        settings=as_param(config["table1"]),
     shell:
         "python -m aiayn table1 --settings {params.settings:q} --threads {threads:q} --out-md {output.md:q}"
         " --out-csv {output.csv:q} --figure {output.figure:q} >> {log:q} 2>&1"
@@ -49,8 +50,8 @@ rule tables:
     conda:
         "../../envs/report.yaml"
     params:
-        results=LAYOUT.results,
-        experiments=lambda w: json.dumps(STUDY.table_spec(int(w.n))),
+        results=lambda w: LAYOUT.results,  # a function: Snakemake's lint takes a string for a hardcoded prefix
+        experiments=lambda w: as_param(STUDY.table_spec(int(w.n))),
         bootstrap=lambda w: (
             config["scoring"]["bootstrap_resamples"] if w.n == "3" else 0
         ),
@@ -60,6 +61,35 @@ rule tables:
         "python -m aiayn tables --table {wildcards.n:q} --results {params.results:q}"
         " --experiments {params.experiments:q} --bootstrap {params.bootstrap:q} {params.baselines:q}"
         " --study {params.study:q} --out-md {output.md:q} --out-csv {output.csv:q} >> {log:q} 2>&1"
+
+
+# The study's cost before launch: GPU hours, checkpoint disk, memory against requests (aiayn.report.plan).
+# GPUs per training and their model are the plan rule's resources: profiles/slurm gives it the
+# training jobs' own (`plan: *training`); a GPU model that is not the profile's:
+# --set-resources plan:gpu_model=H100.
+rule plan:
+    output:
+        LAYOUT.plan(),
+    log:
+        LAYOUT.log("plan", "plan"),
+    conda:
+        "../../envs/torch.yaml"
+    resources:
+        gpu=8,
+        nodes=1,
+        gpu_model="P100",
+    params:
+        experiments=as_param(STUDY.plan_spec()),
+        requests=as_param(
+            rule_requests(
+                "train", "check", "translate", "vocab", "encode", "prepare", "average"
+            )
+        ),
+        costs=LAYOUT.rehearsal_costs(),
+    shell:
+        "python -m aiayn plan --experiments {params.experiments:q} --gpu-model {resources.gpu_model:q}"
+        " --gpus {resources.gpu:q} --nodes {resources.nodes:q} --requests {params.requests:q}"
+        " --costs {params.costs:q} --out {output:q} >> {log:q} 2>&1"
 
 
 rule figures:

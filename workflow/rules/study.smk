@@ -11,8 +11,6 @@ rule resolve:
     conda:
         "../../envs/data.yaml"
     params:
-        settings=lambda w: json.dumps(
-            STUDY.training_settings(w.experiment), sort_keys=True
-        ),
+        settings=lambda w: as_param(STUDY.training_settings(w.experiment)),
     shell:
         "python -m aiayn resolve --settings {params.settings:q} --out {output:q} >> {log:q} 2>&1"
