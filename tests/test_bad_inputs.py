@@ -684,7 +684,12 @@ CASES = [
     ),
     Case(
         "params: config averaging more than kept",
-        cmd("params", config=config_file(set_key("experiments.big-en-de.average", 50))),
+        cmd(
+            "params",
+            config=config_file(
+                lambda c: (set_key("experiments.big-en-de.average", 50)(c), set_key("training.keep_checkpoints", 20)(c))
+            ),
+        ),  # fmt: skip
         "keep at least as many",
     ),
     Case("params: an unknown experiment", cmd("params", experiment="base-en-xx"), "base-en-xx"),

@@ -141,7 +141,7 @@ def test_ctrl_c_stops_a_training_with_a_checkpoint(tmp_path):
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 75, out + err
     assert "stop signal (SIGINT)" in out and "Traceback" not in err
-    assert list((tmp_path / "checkpoints").glob("checkpoint_*.pt"))
+    assert list((tmp_path / "checkpoints").glob("resume_*.pt"))
 
 
 def test_a_full_disk_is_not_reported_as_a_damaged_archive(world, tmp_path, capsys):
@@ -316,7 +316,7 @@ def test_sighup_stops_a_training_with_a_checkpoint(tmp_path):
     proc.send_signal(signal.SIGHUP)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 75 and "stop signal (SIGHUP)" in out and "Traceback" not in err, out + err
-    assert list((tmp_path / "checkpoints").glob("checkpoint_*.pt"))
+    assert list((tmp_path / "checkpoints").glob("resume_*.pt"))
 
 
 def test_an_append_that_is_cut_short_is_a_full_disk_naming_the_file(tmp_path, monkeypatch):

@@ -152,13 +152,13 @@ def test_a_resume_falls_back_past_a_damaged_checkpoint(trained, tmp_path):
     folder = tmp_path / "run"
     shutil.copytree(trained, folder)
     (folder / "checkpoints" / "last.pt").unlink()
-    newest = folder / "checkpoints" / "checkpoint_0000008.pt"
+    newest = folder / "checkpoints" / "resume_0000008.pt"
     flip(newest, record_offsets(newest)[-2])
     messages = []
     settings = toy.settings(steps=8, checkpoint_interval=2, keep_checkpoints=5)
     assert run(toy.make_trainer(folder, settings, log=messages.append), False) == EXIT_DONE
-    assert any("checkpoint_0000008.pt: a damaged checkpoint" in m and "falling back" in m for m in messages)
-    assert any("resumed from step 6" in m for m in messages)
+    assert any("resume_0000008.pt: a damaged checkpoint" in m and "falling back" in m for m in messages)
+    assert any("resumed from step 6" in m for m in messages)  # the resume checkpoint before it
 
 
 @pytest.mark.parametrize(
@@ -338,7 +338,7 @@ def test_a_training_that_starts_over_starts_its_records_over(tmp_path):
     settings = toy.settings(steps=4, checkpoint_interval=2, log_interval=1)
     folder = tmp_path / "run"
     assert toy.train_in_process(folder, settings) == EXIT_DONE
-    for path in (folder / "checkpoints").glob("checkpoint_*.pt"):
+    for path in (folder / "checkpoints").glob("*_*.pt"):
         path.write_bytes(path.read_bytes()[:100])  # damaged
     (folder / "checkpoints" / "last.pt").unlink()
     before = [r["step"] for r in metrics.read(folder / "metrics.jsonl").dev]

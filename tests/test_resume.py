@@ -157,12 +157,12 @@ def test_only_a_corrupt_checkpoint_is_fallen_back_from(tmp_path, monkeypatch):
     real_load = torch.load
 
     def eio(path, *a, **k):
-        if str(path).endswith("checkpoint_0000008.pt"):
+        if str(path).endswith("resume_0000008.pt"):
             raise OSError(errno.EIO, "Input/output error")
         return real_load(path, *a, **k)
 
     monkeypatch.setattr(torch, "load", eio)
-    with pytest.raises(checkpoint.CheckpointReadError, match="checkpoint_0000008.pt: reading failed"):
+    with pytest.raises(checkpoint.CheckpointReadError, match="resume_0000008.pt: reading failed"):
         resume.restore(toy.make_trainer(tmp_path, settings))
 
     # an I/O error that torch wraps into its own: found by reading the file plainly
@@ -222,7 +222,7 @@ def test_a_nonfinite_loss_on_one_rank_stops_every_rank(tmp_path):
     done = subprocess.run([*torchrun, *args[2:]], env=env, capture_output=True, text=True, timeout=240)
     assert "the loss is not finite at step 4" in done.stdout, done.stdout + done.stderr[-3000:]
     assert done.returncode != 0 and done.stderr.count(f"exitcode  : {EXIT_NONFINITE} ") == 2  # both ranks
-    assert not list((tmp_path / "checkpoints").glob("checkpoint_*.pt"))
+    assert not list((tmp_path / "checkpoints").glob("*.pt"))
 
 
 KILL_RANK_1 = textwrap.dedent(
@@ -331,7 +331,7 @@ def test_a_slurm_job_checkpoints_before_its_time_limit_and_requeues_itself(tmp_p
     assert "Slurm job 4242 reaches its time limit in 100 s or less: checkpoint of step" in first.stdout
     assert "Slurm job 4242 requeued, it resumes when it runs again (exit 75)" in first.stdout
     assert (tmp_path / "scontrol.calls").read_text() == "requeue 4242\n"
-    (stopped,) = checkpoint.list_checkpoints(tmp_path / "run" / "checkpoints")
+    (stopped,) = checkpoint.list_resumable(tmp_path / "run" / "checkpoints")
     assert 0 < stopped[0] < 1500
     (stop,) = metrics.read(tmp_path / "run" / "metrics.jsonl").stop  # kept where a requeue replaces the log
     assert stop["step"] == stopped[0] and stop["reason"] == "Slurm job 4242 reaches its time limit in 100 s or less"

@@ -205,7 +205,7 @@ def test_stop_flag_writes_a_checkpoint_and_resumes_exactly(tmp_path):
     settings = toy.settings(steps=12, checkpoint_interval=4)
     assert toy.train_in_process(tmp_path / "straight", settings) == EXIT_DONE
     assert toy.train_in_process(tmp_path / "stopped", settings, max_updates=None, stop=True) == EXIT_PREEMPTED
-    assert (tmp_path / "stopped/checkpoints/checkpoint_0000001.pt").exists()  # stopped after its first update
+    assert (tmp_path / "stopped/checkpoints/resume_0000001.pt").exists()  # stopped after its first update
     assert toy.train_in_process(tmp_path / "stopped", settings) == EXIT_DONE
     toy.assert_same_weights(toy.final_weights(tmp_path / "straight"), toy.final_weights(tmp_path / "stopped"))
 
@@ -227,37 +227,55 @@ def test_a_stop_at_an_off_grid_step_is_resumed_from_but_never_averaged(tmp_path)
     trainer = toy.make_trainer(tmp_path, settings)
     assert run(trainer, StopAt(trainer, 6)) == EXIT_PREEMPTED
     folder = tmp_path / "checkpoints"
-    assert sorted(p.name for p in folder.glob("checkpoint_*.pt")) == ["checkpoint_0000004.pt", "checkpoint_0000006.pt"]
+    # the weights of the grid step 4, the whole state of 4 and of the off-grid 6 (for resuming only)
+    assert sorted(p.name for p in folder.glob("*.pt")) == ["checkpoint_0000004.pt", "resume_0000004.pt",
+                                                           "resume_0000006.pt"]  # fmt: skip
     assert toy.train_in_process(tmp_path, settings) == EXIT_DONE
-    assert sorted(p.name for p in folder.glob("checkpoint_*.pt")) == [
+    assert sorted(p.name for p in folder.glob("*.pt")) == [
         "checkpoint_0000004.pt",
         "checkpoint_0000008.pt",
         "checkpoint_0000012.pt",
-    ]  # the off-grid one went with the next regular save; pruning kept 3 grid checkpoints
+        "last.pt",
+        "resume_0000008.pt",
+        "resume_0000012.pt",
+    ]  # pruning kept 3 grid checkpoints of the weights and the 2 newest resume checkpoints
     assert [p.name for p in newest_on_grid(folder, 3, 4, 12)][0] == "checkpoint_0000004.pt"
 
 
 def test_corrupt_newest_checkpoint_falls_back(tmp_path):
     settings = toy.settings(steps=12, checkpoint_interval=4)
     assert toy.train_in_process(tmp_path / "a", settings, max_updates=8) == EXIT_DONE
-    newest = tmp_path / "a/checkpoints/checkpoint_0000008.pt"
+    newest = tmp_path / "a/checkpoints/resume_0000008.pt"
     newest.write_bytes(newest.read_bytes()[:1000])
     messages = []
     trainer = toy.make_trainer(tmp_path / "a", settings, log=messages.append)
     resume.restore(trainer)
-    assert trainer.step == 4
-    assert any("checkpoint_0000008.pt: not a readable checkpoint" in m for m in messages)
+    assert trainer.step == 4  # the resume checkpoint before it, not the weights alone of step 8
+    assert any("resume_0000008.pt: not a readable checkpoint" in m for m in messages)
 
 
 def test_checkpoints_are_self_describing_and_pruned(tmp_path):
+    """The weights alone of the `keep_checkpoints` newest grid steps and of the final model; the
+    whole state a resume needs only in the 2 newest resume checkpoints."""
     settings = toy.settings(steps=12, checkpoint_interval=2, keep_checkpoints=3)
     assert toy.train_in_process(tmp_path, settings) == EXIT_DONE
-    kept = sorted(p.name for p in (tmp_path / "checkpoints").glob("checkpoint_*.pt"))
+    folder = tmp_path / "checkpoints"
+    kept = sorted(p.name for p in folder.glob("checkpoint_*.pt"))
     assert kept == ["checkpoint_0000008.pt", "checkpoint_0000010.pt", "checkpoint_0000012.pt"]
-    state = checkpoint.load(tmp_path / "checkpoints" / "last.pt")
-    assert state["step"] == 12 and state["settings"]["name"] == "toy"
-    assert {"optimizer", "scheduler", "data", "vocab", "model_config"} <= state.keys()
-    assert checkpoint.rebuild(state).cfg.d_model == 32
+    assert sorted(p.name for p in folder.glob("resume_*.pt")) == ["resume_0000010.pt", "resume_0000012.pt"]
+    for name in ("last.pt", "checkpoint_0000012.pt"):
+        state = checkpoint.load(folder / name)
+        assert state["step"] == 12 and state["settings"]["name"] == "toy"
+        assert {"vocab", "model_config", "identity"} <= state.keys() and not set(
+            checkpoint.TRAINING_STATE
+        ) & state.keys()
+        assert checkpoint.rebuild(state).cfg.d_model == 32
+    state = checkpoint.load(folder / "resume_0000012.pt")
+    assert set(checkpoint.TRAINING_STATE) <= state.keys()
+    toy.assert_same_weights(state["model"], checkpoint.load(folder / "last.pt")["model"])
+    # the disk they take: the weights three times over, and twice with Adam's two moments besides
+    weights, whole = (folder / "checkpoint_0000012.pt").stat().st_size, (folder / "resume_0000012.pt").stat().st_size
+    assert 2.5 * weights < whole < 3.5 * weights
 
 
 def test_nonfinite_loss_stops_naming_the_step(tmp_path):
@@ -498,8 +516,8 @@ def test_sigterm_mid_run_checkpoints_and_resumes(tmp_path):
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == EXIT_PREEMPTED, err
     assert "stop signal (SIGTERM): checkpoint of step" in out
-    saved = list((tmp_path / "checkpoints").glob("checkpoint_*.pt"))
-    assert len(saved) == 1 and 0 < checkpoint.load(saved[0])["step"] < 400
+    saved = list((tmp_path / "checkpoints").glob("*.pt"))  # off the grid: the state to resume from alone
+    assert [p.name[:7] for p in saved] == ["resume_"] and 0 < checkpoint.load(saved[0])["step"] < 400
     again = subprocess.run(
         [sys.executable, *args], env=toy.env_for_subprocess(), capture_output=True, text=True, timeout=600
     )

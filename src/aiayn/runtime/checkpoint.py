@@ -1,12 +1,16 @@
 """Checkpoints on disk: self-describing files, written atomically, loaded with weights_only=True;
-a run's folder of step checkpoints (listing, the newest readable one, pruning).
+a run's folder of step checkpoints (listing, the newest resumable one, pruning).
 
 A checkpoint is a dict of plain types and tensors. It always holds "model_config" (the
 `ModelConfig` as a dict) and "model" (the state dict), so a model can be rebuilt from the file
-alone; training adds step, optimizer, scheduler, loss scaler, batch plan ("data"), settings, the
-vocabularies' identity ("vocab"), the run's identity ("identity", `aiayn.training.resume`) and the
-world size it was written at. No random state: dropout masks follow the micro-batch
-(`aiayn.training.objective.seed_dropout`).
+alone; training adds step, settings, the vocabularies' identity ("vocab"), the run's identity
+("identity", `aiayn.training.resume`) and the world size it was written at. A run's folder holds
+two kinds (fairseq's `--no-save-optimizer-state` for all but the last): `checkpoint_<step>.pt`,
+the weights alone, on the checkpoint grid, as many as the run's averaging reads; and
+`resume_<step>.pt`, the weights with the optimizer, scheduler, loss scaler, batch plan ("data")
+and watch state a resume needs, the newest RESUMABLE of them. At the paper's sizes the optimizer
+state is twice the weights: a resume checkpoint of big is 2.6 GB, its weights 0.86 GB. No random
+state: dropout masks follow the micro-batch (`aiayn.training.objective.seed_dropout`).
 """
 
 from __future__ import annotations
@@ -29,6 +33,10 @@ from aiayn.model.hparams import ModelConfig
 from aiayn.model.transformer import Transformer, build
 
 STEP_FILE = re.compile(r"checkpoint_(\d+)\.pt$")
+RESUME_FILE = re.compile(r"resume_(\d+)\.pt$")
+RESUMABLE = 2  # resume checkpoints kept: a damaged newest one falls back to the one before
+# what a resume needs beyond the weights: left out of the checkpoints kept for averaging
+TRAINING_STATE = ("optimizer", "scheduler", "scaler", "data", "watch")
 
 
 class CheckpointError(UserError, ValueError):
@@ -141,24 +149,61 @@ def rebuild(payload: dict, device="cpu") -> Transformer:
 
 # -- a run's folder of step checkpoints ------------------------------------------------------------
 def step_path(folder: str | os.PathLike, step: int) -> Path:
+    """The weights of step `step` (what averaging and a missed dev pass read)."""
     return Path(folder) / f"checkpoint_{step:07d}.pt"
 
 
-def list_checkpoints(folder: str | os.PathLike) -> list[tuple[int, Path]]:
-    """(step, path) of the step checkpoints of `folder`, newest first."""
-    found = [(int(m.group(1)), p) for p in Path(folder).glob("checkpoint_*.pt") if (m := STEP_FILE.search(p.name))]
+def resume_path(folder: str | os.PathLike, step: int) -> Path:
+    """The whole training state of step `step` (what a resume reads)."""
+    return Path(folder) / f"resume_{step:07d}.pt"
+
+
+def weights_of(payload: dict) -> dict:
+    """A training checkpoint's payload without what only a resume needs (TRAINING_STATE)."""
+    return {k: v for k, v in payload.items() if k not in TRAINING_STATE}
+
+
+def _listed(folder, pattern: str, name: re.Pattern) -> list[tuple[int, Path]]:
+    found = [(int(m.group(1)), p) for p in Path(folder).glob(pattern) if (m := name.search(p.name))]
     return sorted(found, reverse=True)
 
 
+def list_checkpoints(folder: str | os.PathLike) -> list[tuple[int, Path]]:
+    """(step, path) of the step checkpoints (`checkpoint_<step>.pt`) of `folder`, newest first."""
+    return _listed(folder, "checkpoint_*.pt", STEP_FILE)
+
+
+def list_resumable(folder: str | os.PathLike) -> list[tuple[int, Path]]:
+    """(step, path) of the resume checkpoints of `folder`, newest first; then, for a folder an
+    aiayn before 0.5 wrote, its step checkpoints, each of which held the whole state."""
+    return _listed(folder, "resume_*.pt", RESUME_FILE) + list_checkpoints(folder)
+
+
 def newest_readable(folder: str | os.PathLike, log: Callable[[str], None]) -> dict | None:
-    """The newest checkpoint of `folder` that loads; corrupt newer ones (cut short by a kill, say)
-    are reported and skipped. An I/O error is raised (CheckpointReadError), never skipped."""
-    for _, path in list_checkpoints(folder):
+    """The newest checkpoint of `folder` a resume can continue from (the whole training state) that
+    loads; corrupt newer ones (cut short by a kill, say) are reported and skipped, and a checkpoint
+    of the weights alone is passed over. An I/O error is raised (CheckpointReadError), never skipped."""
+    for _, path in list_resumable(folder):
+        if path.name.startswith("checkpoint_") and not _holds_training_state(path):
+            continue
         try:
-            return load(path)
+            state = load(path)
         except CheckpointError as exc:
             log(f"warning: {exc}; falling back to the previous checkpoint")
+            continue
+        if "optimizer" in state:
+            return state
     return None
+
+
+def _holds_training_state(path: Path) -> bool:
+    """Whether a step checkpoint holds the optimizer's state (one written before 0.5), read without
+    loading its tensors (memory-mapped); a file that cannot be read so is left to `load` to name."""
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:
+        return True
+    return isinstance(payload, dict) and "optimizer" in payload
 
 
 LOCK = ".train.lock"  # beside a run's folder of checkpoints: held by its one trainer while it trains
@@ -202,11 +247,16 @@ def on_grid(step: int, interval: int, final: int) -> bool:
 
 
 def prune(folder: str | os.PathLike, keep: int, interval: int, final: int) -> None:
-    """Keep the `keep` newest checkpoints on the grid (what averaging reads) and the newest of all
-    (what a resume reads); remove the rest."""
-    found = list_checkpoints(folder)
-    grid = [path for step, path in found if on_grid(step, interval, final)][:keep]
-    kept = set(grid) | {found[0][1]} if found else set()
-    for _, path in found:
+    """Keep the `keep` newest step checkpoints on the grid (what averaging reads) and the RESUMABLE
+    newest resume checkpoints (what a resume reads); remove the rest. Called after a new resume
+    checkpoint is written whole, so a kill at any moment leaves one to resume from."""
+    steps = list_checkpoints(folder)
+    resumes = [path for _, path in _listed(folder, "resume_*.pt", RESUME_FILE)]
+    if not resumes:  # a folder of aiayn 0.4, whose step checkpoints are what a resume reads: kept until one is
+        return
+    kept = set([path for step, path in steps if on_grid(step, interval, final)][:keep])
+    for _, path in steps:
         if path not in kept:
             path.unlink(missing_ok=True)
+    for path in resumes[RESUMABLE:]:
+        path.unlink(missing_ok=True)

@@ -194,7 +194,7 @@ class Study:
         decode = _merge(_merge(self.config["decoding"], preset.get("decode")), exp.get("decode"))
         average = exp.get("average") or preset["average"]
         where = f"experiments.{name}"
-        if average > train["keep_checkpoints"]:
+        if train["keep_checkpoints"] is not None and average > train["keep_checkpoints"]:
             raise ConfigError(
                 f"{where}: averages {average} checkpoints but keeps only {train['keep_checkpoints']} "
                 "(training.keep_checkpoints); keep at least as many as are averaged"
@@ -240,9 +240,24 @@ class Study:
             raise ConfigError(f"unknown experiment {name!r}; known: {', '.join(self.experiments)}") from None
 
     def training_settings(self, name: str) -> dict:
-        """What training depends on, and nothing else: decoding or averaging changes retrain nothing."""
+        """What training depends on, and nothing else: decoding or averaging changes retrain nothing
+        (keep_checkpoints, null in the config, is resolved to what the run's averaging reads:
+        `averaged`)."""
         exp = self.experiment(name)
-        return {k: copy.deepcopy(exp[k]) for k in experiment_json.KEYS}
+        settings = {k: copy.deepcopy(exp[k]) for k in experiment_json.KEYS}
+        if settings["train"]["keep_checkpoints"] is None:
+            settings["train"]["keep_checkpoints"] = self.averaged(name)
+        return settings
+
+    def plan_spec(self) -> list[dict]:
+        """What `python -m aiayn plan` needs of every training: its training settings."""
+        return [self.training_settings(name) for name in self.trained]
+
+    def averaged(self, name: str) -> int:
+        """How many step checkpoints of `name` a decoding averages: its `average` where a table decodes
+        its averaged model, else 0 (only its final model is decoded: a Table 3 row, a candidate)."""
+        averaging = any(ev.experiment == name and ev.model == "average" for ev in self.evaluations())
+        return self.experiment(name)["average"] if averaging else 0
 
     def why_no_table(self, table: int) -> str | None:
         """Why Table `table` has nothing to run (its experiments all left out), or None."""
@@ -284,8 +299,12 @@ class Study:
         return {k: scoring[k] for k in ("moses_lang", "compound_split", "sacrebleu_tokenize")}
 
     def expected_lines(self, experiment: str, testset: str) -> int | None:
-        """The number of lines `testset` must have (guards against a partial or filtered set), if configured."""
-        return self.dataset(self.experiment(experiment)["dataset"])["eval_sets"][testset].get("lines")
+        """The number of lines `testset` must have (guards against a partial or filtered set), if
+        configured: its `lines`, or its `first` where it takes only those."""
+        spec = self.dataset(self.experiment(experiment)["dataset"])["eval_sets"][testset]
+        if spec.get("first") and spec.get("lines"):
+            return min(spec["first"], spec["lines"])
+        return spec.get("first") or spec.get("lines")
 
     def target_lang(self, experiment: str) -> str:
         """The suffix of its decoded files: the target language, or "trees" for parses."""

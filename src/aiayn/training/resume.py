@@ -154,7 +154,10 @@ def evaluate_missing(trainer, weights: dict) -> None:
     if trainer.dev_data is None:
         return
     evaluated = {r["step"] for r in metrics.read(trainer.files.metrics).dev}
-    found = checkpoint.list_checkpoints(trainer.files.checkpoints)
+    folder = trainer.files.checkpoints
+    # a step's weights alone where kept, else its resume checkpoint (a run that keeps none for averaging)
+    found = {**dict(checkpoint.list_resumable(folder)), **dict(checkpoint.list_checkpoints(folder))}
+    found = sorted(found.items(), reverse=True)
     tr = trainer.tr
     loaded = False
     for step, path in unevaluated(found, evaluated, trainer.step, tr["checkpoint_interval"], tr["steps"]):

@@ -16,8 +16,7 @@ import time
 
 import torch
 
-from aiayn.io import atomic_copy, remove_leftovers
-from aiayn.runtime import checkpoint as ckpt
+from aiayn.io import remove_leftovers
 from aiayn.runtime import metrics
 from aiayn.training import resume
 from aiayn.training.board import Board
@@ -107,7 +106,7 @@ class Session:
         """A stop signal or a coming time limit: a checkpoint, the job requeued, EXIT_PREEMPTED."""
         trainer, env, step = self.trainer, self.env, self.trainer.step
         if not checkpointed:
-            trainer.save()
+            trainer.save(grid=False)  # off the checkpoint grid: for resuming only
         if env.world_size > 1:
             torch.distributed.barrier()  # the checkpoint is on disk before the job is requeued
             # each process says where it stopped: the same step on every node
@@ -123,6 +122,6 @@ class Session:
         """After the last update of this job: the final model under its name once the run is done."""
         trainer = self.trainer
         if trainer.step >= self.total and self.env.main:
-            atomic_copy(ckpt.step_path(self.files.checkpoints, trainer.step), self.files.out)
+            trainer.save_final()
             trainer.log(f"done: {self.files.out}")
         return EXIT_DONE

@@ -134,13 +134,21 @@ class Trainer:
             self.board.dev(step, dev)
             self.log(f"step {step} dev nll {dev['dev_nll']:.4f} ppl {dev['dev_ppl']:.2f}{note}")
 
-    def save(self) -> Path:
-        path = ckpt.step_path(self.files.checkpoints, self.step)
+    def save(self, grid: bool = True) -> None:
+        """Checkpoint this step (rank 0): the whole training state, to resume from, and on the checkpoint
+        grid, where the run's averaging reads any (`keep_checkpoints`), the weights alone; then prune."""
+        if not self.env.main:
+            return
+        tr, folder, payload = self.tr, self.files.checkpoints, self.payload()
+        if grid and (tr["keep_checkpoints"] or 0) > 0:  # a hand-written null keeps none
+            ckpt.save(ckpt.weights_of(payload), ckpt.step_path(folder, self.step))
+        ckpt.save(payload, ckpt.resume_path(folder, self.step))
+        ckpt.prune(folder, tr["keep_checkpoints"] or 0, tr["checkpoint_interval"], tr["steps"])
+
+    def save_final(self) -> None:
+        """The final model (rank 0): the weights alone, under the run's output name."""
         if self.env.main:
-            ckpt.save(self.payload(), path)
-            tr = self.tr
-            ckpt.prune(self.files.checkpoints, tr["keep_checkpoints"], tr["checkpoint_interval"], tr["steps"])
-        return path
+            ckpt.save(ckpt.weights_of(self.payload()), self.files.out)
 
     # -- one update --------------------------------------------------------------------------------
     def prepare(self, step: int) -> tuple[list, int, int, float]:
@@ -253,7 +261,7 @@ def run(trainer: Trainer, stop, *, max_updates: int | None = None) -> int:
         if lost is None:
             raise
         # every rank that is left says so itself (rank 0's log may be the one that is gone)
-        newest = ckpt.list_checkpoints(trainer.files.checkpoints)
+        newest = ckpt.list_resumable(trainer.files.checkpoints)
         kept = f"the newest checkpoint (step {newest[0][0]}) is kept" if newest else "no checkpoint was written yet"
         print(
             f"error: rank {env.rank} on {socket.gethostname()}: another process of this training job was lost "
