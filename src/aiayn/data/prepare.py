@@ -264,7 +264,8 @@ def prepare_eval(
 ) -> int:
     """Write one dev/test set (members `spec["src"]`, `spec["tgt"]` of `archive`, or files on disk
     without one) as aligned text; check its number of lines against `spec["lines"]` (a mistake
-    names the key datasets.<dataset>.eval_sets.<name>.lines when `dataset` is given)."""
+    names the key datasets.<dataset>.eval_sets.<name>.lines when `dataset` is given); with
+    `spec["first"]`, only the first segments are written."""
     key = f"datasets.{dataset}.eval_sets.{name}" if dataset else "the eval set"
     with scratch_dir(out_src) as tmp:
         if archive:
@@ -280,9 +281,14 @@ def prepare_eval(
             f"{labels[0]} has {len(pairs)} segments, {name} is expected to have {spec['lines']}: "
             f"set {key}.lines to its size (or check that it is the right version of the set)"
         )
+    if spec.get("first"):
+        pairs = pairs[: spec["first"]]
     with atomic_pair(out_src, out_tgt) as (fs, ft):
         for a, b in pairs:
             fs.write(normalize(a)[0] + "\n")
             ft.write(normalize(b)[0] + "\n")
-    log(f"{name}: {len(pairs)} segments -> {out_src}, {out_tgt}")
+    log(
+        f"{name}: {len(pairs)} segments -> {out_src}, {out_tgt}"
+        + (f" (its first {spec['first']})" if spec.get("first") else "")
+    )
     return len(pairs)

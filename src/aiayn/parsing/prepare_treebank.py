@@ -23,6 +23,8 @@ def split_trees(dataset: dict, split: str) -> list[Tree]:
         )
     sections = dataset["train_sections"] if split == "train" else dataset["eval_sets"][split]["sections"]
     trees = [preprocess(t) for t in read_sections(dataset["treebank"], sections)]
+    if split != "train" and dataset["eval_sets"][split].get("first"):
+        trees = trees[: dataset["eval_sets"][split]["first"]]
     if split == "train":
         for path in dataset.get("extra_corpora", []):
             if not Path(path).is_file():
