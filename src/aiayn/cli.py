@@ -55,6 +55,7 @@ COMMANDS = {
     "export": ("aiayn.commands.export", "write a trained model as a Hugging Face MarianMTModel folder"),
     "evalb": ("aiayn.commands.evalb", "EVALB (COLLINS.prm) of parsed trees against gold trees"),
     "params": ("aiayn.commands.params", "count the parameters of every experiment's model beside the paper's"),
+    "plan": ("aiayn.commands.plan", "the study's GPU hours, checkpoint disk and memory before launch"),
 }
 # import name -> the distribution to install, where the two differ
 DISTRIBUTIONS = {"yaml": "pyyaml", "google": "protobuf"}
@@ -179,9 +180,51 @@ def inputs(command: str | None, args) -> list[str]:
     return found
 
 
+def record_cost(command: str | None, argv: list[str], started: float, code) -> None:
+    """With AIAYN_COSTS=FILE in the environment (the rehearsal of the study sets it), what this
+    command cost, appended to FILE as a JSON line: its wall and CPU seconds, its peak resident
+    memory and the bytes it wrote (this process and the children it waited for)."""
+    path = os.environ.get("AIAYN_COSTS")
+    if not path:
+        return
+    import json
+    import resource
+    import time
+
+    own, children = (resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    try:
+        io = dict(line.split(": ", 1) for line in Path("/proc/self/io").read_text().splitlines())
+    except OSError:  # not Linux
+        io = {}
+    record = {
+        "command": command,
+        "argv": argv,
+        "cwd": os.getcwd(),
+        "exit": code,
+        "wall_s": round(time.time() - started, 3),
+        "cpu_s": round(own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime, 3),
+        "max_rss_mb": round(max(own.ru_maxrss, children.ru_maxrss) / 1024, 1),  # kB on Linux
+        "write_bytes": int(io.get("write_bytes", 0)),
+    }
+    with contextlib.suppress(OSError), open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
+    import time
+
+    started = time.time()
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
+    code = None
+    try:
+        code = _main(argv, command)
+        return code
+    finally:
+        record_cost(command, argv, started, code)
+
+
+def _main(argv: list[str], command: str | None) -> int:
     thread_policy()
     if threading.current_thread() is threading.main_thread():  # SIGTERM, SIGHUP: one line, writes cleaned up
         for sig in (signal.SIGTERM, signal.SIGHUP):

@@ -225,6 +225,17 @@ COMMANDS: dict[str, dict[str, Check]] = {
     },
     "evalb": {"gold": file("trees"), "test": file("trees")},
     "params": {"--config": file("study config"), "--experiment": text("aiayn.study.grid.Study.experiment")},
+    "plan": {
+        "--experiments": Check("experiment settings", "aiayn.report.plan.plan"),  # each checked as resolve's
+        "--config": file("study config"),
+        "--gpu-model": text("aiayn.report.plan.plan"),  # a GPU of PEAKS, or one line naming them
+        "--gpus": NUMBER,
+        "--nodes": NUMBER,
+        "--requests": text("aiayn.report.plan.plan"),
+        "--costs": text("aiayn.report.plan.measured_costs"),  # a CSV; a missing one is no measurement
+        "--benchmark": text("aiayn.report.plan.measured_mfu"),  # a JSON; a missing one likewise
+        "--out": OUTPUT,
+    },
 }
 
 # a rule's shell line holds `--option {value:q}` pairs of its command's options (checked as the
@@ -254,6 +265,7 @@ ENVIRONMENT = {
     "LOCAL_RANK": text("aiayn.training.distributed.environment"),
     "GROUP_WORLD_SIZE": text("aiayn.training.distributed.environment"),
     "SLURM_JOB_ID": text("aiayn.training.distributed.Deadline"),  # asked of squeue; nothing else trusts it
+    "AIAYN_COSTS": text("aiayn.cli.record_cost"),  # a file appended to (the rehearsal's); none: nothing recorded
 }
 
 # config.yaml, each --configfile and --config: the schema, whose every object refuses unknown keys
