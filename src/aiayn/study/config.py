@@ -231,6 +231,25 @@ def read_yaml(path: str | Path):
         raise ConfigError(f"{path}{where}: not valid YAML ({problem}{', ' + context if context else ''})") from None
 
 
+def merged(paths: list[str | Path]) -> dict:
+    """The config several files make, each read as `read_yaml` reads it and merged over the ones
+    before it key by key, as Snakemake merges its --configfile files (a mapping is merged, any other
+    value replaced). Not validated."""
+
+    def merge(a, b):
+        if isinstance(a, dict) and isinstance(b, dict):
+            return {**a, **{k: merge(a.get(k), v) for k, v in b.items()}}
+        return b
+
+    out: dict = {}
+    for path in paths:
+        data = read_yaml(path)
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: expected a mapping of settings at the top level")
+        out = merge(out, data)
+    return out
+
+
 def load(path: str | Path) -> dict:
     """Read, validate and complete a config file."""
     path = Path(path)
