@@ -151,6 +151,16 @@ def touch_plan(counts, jobs, out) -> None:
     assert counts["check"] == N_TRAINED_AS_TYPED
 
 
+def study_plan(counts, jobs, out) -> None:
+    """The plan alone, for the training jobs' GPUs: 8, the paper's P100 unless the profile names others."""
+    assert set(counts) == {"plan"}
+    assert "--gpu-model P100 --gpus 8" in jobs[0]["shell"]
+
+
+def study_plan_h100(counts, jobs, out) -> None:
+    assert set(counts) == {"plan"} and "--gpu-model H100 --gpus 8" in jobs[0]["shell"]
+
+
 def export(counts, jobs, out) -> None:
     assert counts["export"] == TABLE2 and "tables" not in counts
 
@@ -184,6 +194,9 @@ CHECKS = {
     "snakemake --cores 8 --profile slurm --rerun-triggers mtime params software-env code": slurm_study,
     "snakemake --cores 8 --profile slurm --touch": touch_plan,
     "snakemake --cores 8 --profile slurm -n": slurm_study,
+    # the plan before launch (docs/rehearsal.md)
+    "snakemake --cores 8 --profile slurm plan": study_plan,
+    "snakemake --cores 8 --profile slurm plan --set-resources plan:gpu_model=H100": study_plan_h100,
 }
 # run for real rather than planned: --report on the demo in test_e2e.py, --unlock below
 NOT_PLANNED = {

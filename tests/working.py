@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import toy
+from conftest import ROOT
 from world import SGM, make_tar
 
 from aiayn.data import generate
@@ -267,6 +268,10 @@ WORKING = {
             o / "d.json",
         ],  # fmt: skip
         ["--curves", "--lr-plot", "--attention", "--cross-attention", "--diagonal"],
+    ),
+    "plan": (
+        lambda w, o: ["--config", ROOT / "config.yaml", "--gpu-model", "H100", "--gpus", "8", "--out", o / "plan.md"],
+        ["--out"],
     ),
 }
 # what runs twice gives the same bytes (training, averaging and timing give the same model or table,

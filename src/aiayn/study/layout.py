@@ -26,6 +26,8 @@ results/<experiment>/<testset>.score.json        scores
 results/<experiment>/hf/, hf-ct2/                the decoded model for Hugging Face and CTranslate2
 results/tables/table{2,3,4}.{md,csv}             the paper's tables beside ours
 results/tables/table1.{md,csv,png}               Table 1 (§4), measured
+results/plan.md                                  the study's GPU hours, checkpoint disk and memory, before launch
+results/rehearsal/cost.{md,csv}                  what each job of the study's rehearsal cost (docs/rehearsal.md)
 results/logs/<rule>/<name>.log, results/benchmarks/<rule>/<name>.tsv
 """
 
@@ -148,6 +150,15 @@ class Layout:
 
     def table(self, number: int, ext: str) -> str:
         return self._p(TABLES, f"table{number}.{ext}")
+
+    def plan(self) -> str:
+        """The study's cost before launch (`python -m aiayn plan`)."""
+        return self._p("plan.md")
+
+    @staticmethod
+    def rehearsal_costs() -> str:
+        """What each job of the study's rehearsal cost (benchmarks/rehearsal.py), whatever the study's results."""
+        return posixpath.join("results", "rehearsal", "cost.csv")
 
     def log(self, rule: str, name: str) -> str:
         return self._p(LOGS, rule, f"{name}.log")

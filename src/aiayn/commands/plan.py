@@ -1,0 +1,48 @@
+"""`python -m aiayn plan`: the study's cost before launch (`aiayn.report.plan`): per training and in
+total the model FLOPs of its updates, GPU hours and wall time at an MFU (measured by benchmarks/gpu.py,
+else the paper's own), its checkpoints' disk at their peak, its measured host memory against what
+its job requests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aiayn.commands import at_least, library_default, load_json, say
+
+
+def add_arguments(parser):
+    parser.add_argument(
+        "--experiments",
+        help="JSON: the trainings' settings (what `snakemake plan` passes, aiayn.study.grid.Study.plan_spec)",
+    )
+    parser.add_argument("--config", nargs="+", help="the study's config files instead (config.yaml, overlays)")
+    parser.add_argument("--gpu-model", required=True, help="the GPU planned for: P100, V100, A100, H100, ...")
+    parser.add_argument("--gpus", type=at_least(1), required=True, help="GPUs per training job")
+    parser.add_argument(
+        "--nodes",
+        type=at_least(1),
+        default=library_default("aiayn.report.plan.write_plan", "nodes"),
+        help="nodes per training job (default %(default)s)",
+    )
+    parser.add_argument("--requests", default="{}", help="JSON: {rule: {resource: value}} the jobs request")
+    parser.add_argument("--costs", help="the rehearsal's cost.csv: the jobs' measured peak memory")
+    parser.add_argument("--benchmark", help="benchmarks/gpu.py's JSON result: the MFU measured on that GPU")
+    parser.add_argument("--out", required=True, help="the plan as Markdown")
+
+
+def run(args) -> int:
+    from aiayn.report.plan import write_plan  # torch (parameter counts): imported when the command runs
+
+    write_plan(
+        load_json(args.experiments, "--experiments", expect=list) if args.experiments else None,
+        args.out,
+        config=args.config,
+        gpu=args.gpu_model,
+        gpus=args.gpus,
+        nodes=args.nodes,
+        requests=load_json(args.requests, "--requests", expect=dict),
+        costs=Path(args.costs) if args.costs else None,
+        benchmark=Path(args.benchmark) if args.benchmark else None,
+        log=say,
+    )
+    return 0

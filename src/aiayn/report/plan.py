@@ -1,0 +1,232 @@
+"""The plan a user reads before launching the study: per training and in total, the model FLOPs of
+its planned updates, the GPU hours and wall time they take at an MFU, the disk its checkpoints take
+at their peak, the host memory it was measured to need, and the Slurm resources its jobs request.
+
+- FLOPs: the project's own count of an update (`aiayn.runtime.hardware.training_flops`) over
+  `tokens_per_update` source and as many target tokens in sentences of the dataset's mean length
+  (`MEAN_LENGTH`, the WMT news slice's), times the planned updates.
+- MFU: where `benchmarks/gpu.json` (benchmarks/gpu.py) measured base or big on the GPU planned for,
+  that figure (the nearer model size for other models); otherwise the paper's own: its FLOPs (our
+  count of its 100,000 base and 300,000 big updates) over its 12 hours and 3.5 days on 8 P100s at
+  their single-precision peak (footnote 5) — applied to the planned GPU's peak at the study's
+  precision, the plan says which.
+- Disk: what a run keeps (`aiayn.runtime.checkpoint`): `keep_checkpoints` step checkpoints of the
+  weights (4 bytes a parameter), RESUMABLE resume checkpoints (the weights and Adam's two moments:
+  12 bytes a parameter) and the final model's weights; a few KB of settings aside.
+- Host memory and requests: the rehearsal's measured peak RSS of each job (results/rehearsal/cost.csv,
+  benchmarks/rehearsal.py) against the memory the rule requests (the profile's set-resources); a
+  job that needs more than it asks for is named.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+from aiayn.errors import UserError
+from aiayn.io import atomic_write_text, readable
+from aiayn.model.hparams import ModelConfig
+from aiayn.report.format import to_markdown
+from aiayn.runtime.checkpoint import RESUMABLE
+from aiayn.runtime.hardware import PEAKS, gpu_model, training_flops
+
+MEAN_LENGTH = 30  # pieces per sentence and side where no encoded data says: the WMT news slice's, ~1.3 per word
+# the paper's own training runs (§5.2): updates, hours, GPUs, the GPU (footnote 5: its FP32 peak)
+PAPER_RUNS = {"base": (100_000, 12.0, 8, "P100"), "big": (300_000, 3.5 * 24, 8, "P100")}
+PAPER_MODELS = {  # Table 3's base and big, on EN-DE's 37,000 shared pieces (§5.1)
+    "base": {"N": 6, "d_model": 512, "d_ff": 2048, "h": 8, "d_k": 64, "d_v": 64},
+    "big": {"N": 6, "d_model": 1024, "d_ff": 4096, "h": 16, "d_k": 64, "d_v": 64},
+}
+WEIGHT_BYTES = 4  # fp32
+RESUME_BYTES = 12  # fp32 weights and Adam's exp_avg and exp_avg_sq
+
+
+def parameters(model: dict, vocab: int, shared: bool) -> int:
+    """The parameter count of a model of these settings (built on torch's meta device: shapes only)."""
+    from aiayn.model.transformer import build, count_parameters
+
+    cfg = ModelConfig.from_settings(model, src_vocab=vocab, tgt_vocab=vocab, shared_vocab=shared)
+    return count_parameters(build(cfg, device="meta"))
+
+
+def update_flops(model: dict, vocab: int, tokens: int, length: float) -> float:
+    """The FLOPs of one update of `tokens` source and target tokens in sentences of `length`."""
+    sentences = max(1, round(tokens / length))
+    size = max(1, round(length))
+    return training_flops({**model, "tgt_vocab": vocab}, [size] * sentences, [size] * sentences)
+
+
+def paper_mfu() -> dict[str, float]:
+    """The paper's MFU of base and big: our FLOPs count of its updates over its GPU time at FP32 peak."""
+    out = {}
+    for name, (updates, hours, gpus, gpu) in PAPER_RUNS.items():
+        flops = updates * update_flops(PAPER_MODELS[name], 37000, 25000, MEAN_LENGTH)
+        out[name] = flops / (hours * 3600 * gpus * PEAKS[gpu]["fp32"])
+    return out
+
+
+def measured_mfu(benchmark: Path | None, gpu: str) -> dict[str, float]:
+    """MFU of base and big that benchmarks/gpu.py measured on `gpu` (empty where it did not, or where
+    there is no such file); a file that is not such a result is refused naming it."""
+    if benchmark is None or not benchmark.is_file():
+        return {}
+    try:
+        report = json.loads(readable(benchmark, "a GPU benchmark result").read_text(encoding="utf-8"))
+        runs = {run["model"]: float(run["mfu"]) for run in report.get("training", []) if run.get("mfu")}
+        device = str(report.get("device", ""))
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise UserError(f"{benchmark}: not a result of benchmarks/gpu.py ({type(exc).__name__}: {exc})") from None
+    if gpu_model(device) != gpu_model(gpu) or not all(0 < v <= 1 for v in runs.values()):
+        return {}
+    return runs
+
+
+def checkpoint_bytes(params: int, keep: int) -> int:
+    """What a run's folder of checkpoints holds at its peak (module docstring)."""
+    return params * (WEIGHT_BYTES * (keep + 1) + RESUME_BYTES * RESUMABLE)
+
+
+def measured_costs(path: Path | None) -> dict[tuple[str, str], float]:
+    """(rule, job) -> peak RSS in MB, from the rehearsal's cost.csv (empty where there is none); a file
+    that is not such a table is refused naming it."""
+    if path is None or not path.is_file():
+        return {}
+    try:
+        with open(readable(path, "the rehearsal's cost table"), encoding="utf-8") as f:
+            rows = {(r["rule"], r["job"]): float(r["max_rss_mb"]) for r in csv.DictReader(f) if r.get("max_rss_mb")}
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError, csv.Error) as exc:
+        raise UserError(f"{path}: not the rehearsal's cost table ({type(exc).__name__}: {exc})") from None
+    if not all(math.isfinite(v) and v >= 0 for v in rows.values()):
+        raise UserError(f"{path}: a peak memory that is not a number >= 0; rerun benchmarks/rehearsal.py")
+    return rows
+
+
+def plan(
+    experiments: list[dict],
+    *,
+    gpu: str,
+    gpus: int,
+    nodes: int = 1,
+    requests: dict | None = None,
+    benchmark: Path | None = None,
+    costs: Path | None = None,
+) -> tuple[list[dict], dict]:
+    """(rows, totals) of the plan of `experiments` (`Study.plan_spec`) on `gpus` GPUs `gpu` over `nodes`,
+    each training at its `precision` as the trainer takes it on that GPU (auto: bf16 where the GPU has
+    it, else fp16)."""
+    model_name = gpu_model(gpu)
+    if model_name is None:
+        raise UserError(f"--gpu-model {gpu!r}: no peak FLOP/s known for it; one of {', '.join(PEAKS)}")
+    peaks = PEAKS[model_name]
+    measured = measured_mfu(benchmark, gpu)
+    source = f"benchmarks/gpu.py on {model_name}" if measured else "the paper's (8 P100, FP32 peak)"
+    mfu_of = measured or paper_mfu()
+    rss = measured_costs(costs)
+    train_request = (requests or {}).get("train", {})
+    rows = []
+    for exp in experiments:
+        vocab, shared = exp["vocab"]["size"], exp["vocab"]["shared"]
+        params = parameters(exp["model"], vocab, shared)
+        length = MEAN_LENGTH
+        tr = exp["train"]
+        precision = tr["precision"] if tr["precision"] != "auto" else "bf16" if "bf16" in peaks else "fp16"
+        peak = peaks.get(precision) or peaks["fp32"]
+        flops = tr["steps"] * update_flops(exp["model"], vocab, tr["tokens_per_update"], length)
+        mfu = mfu_of["big"] if exp["model"]["d_model"] >= 1024 else mfu_of["base"]
+        gpu_hours = flops / (mfu * peak * 3600)
+        need = rss.get(("train", exp["name"]))
+        rows.append(
+            {
+                "experiment": exp["name"],
+                "params_M": params / 1e6,
+                "updates": tr["steps"],
+                "precision": precision,
+                "model_flops": flops,
+                "mfu": mfu,
+                "gpu_hours": gpu_hours,
+                "wall_hours": gpu_hours / gpus,
+                "checkpoints_GB": checkpoint_bytes(params, tr["keep_checkpoints"] or 0) / 1e9,
+                "host_memory_GB": need / 1024 if need else None,
+                "requested_GB": train_request.get("mem_mb", 0) / 1024 or None,
+                "short": "yes" if need and need > train_request.get("mem_mb", math.inf) else "",
+            }
+        )
+    totals = {
+        "gpu": f"{gpus} x {model_name} on {nodes} node(s)",
+        "mfu_source": source,
+        "model_flops": sum(r["model_flops"] for r in rows),
+        "gpu_hours": sum(r["gpu_hours"] for r in rows),
+        "wall_hours": sum(r["wall_hours"] for r in rows),
+        "checkpoints_GB": sum(r["checkpoints_GB"] for r in rows),
+        "short": [r["experiment"] for r in rows if r["short"]],
+    }
+    return rows, totals
+
+
+def document(rows: list[dict], totals: dict, requests: dict | None = None) -> str:
+    """The plan as Markdown."""
+    lines = [
+        "# The study's plan, before launch\n",
+        f"\nOn {totals['gpu']}; MFU: {totals['mfu_source']}.\n",
+        f"\nIn total: {totals['model_flops']:.2e} model FLOPs, {totals['gpu_hours']:,.0f} GPU hours, "
+        f"{totals['wall_hours']:,.1f} hours of wall time one training after another, "
+        f"{totals['checkpoints_GB']:,.1f} GB of checkpoints at their peak (every run's kept).\n\n",
+        to_markdown(rows),
+    ]
+    if totals["short"]:
+        lines.append(
+            f"\nAsk for more memory: {', '.join(totals['short'])} needed more than the train rule requests "
+            "(the rehearsal's peak RSS; set-resources train:mem_mb).\n"
+        )
+    if requests:
+        asked = "; ".join(
+            f"{rule}: " + ", ".join(f"{k} {v}" for k, v in sorted(res.items())) for rule, res in requests.items()
+        )
+        lines.append(f"\nWhat the jobs request (the rules' resources after the profile's set-resources): {asked}.\n")
+    return "".join(lines)
+
+
+def checked(experiments: list, where: str = "--experiments") -> list[dict]:
+    """Each training's settings checked as experiment.json's are (aiayn.study.resolve), one line naming a wrong one."""
+    from aiayn.study import resolve
+
+    out = []
+    for i, exp in enumerate(experiments):
+        lacking = resolve.missing(exp) if isinstance(exp, dict) else list(resolve.KEYS)
+        if lacking:
+            raise UserError(f"{where}[{i}]: lacks {', '.join(lacking)}; pass what `snakemake plan` passes")
+        out.append(resolve.checked(exp, f"{where}[{i}]"))
+    return out
+
+
+def write_plan(
+    experiments: list[dict] | None,
+    out,
+    *,
+    config=None,
+    gpu: str,
+    gpus: int,
+    nodes: int = 1,
+    requests: dict | None = None,
+    benchmark: Path | None = None,
+    costs: Path | None = None,
+    log=print,
+) -> tuple[list[dict], dict]:
+    """`plan` of `experiments` (or of the study the config files `config` make, merged in order as
+    Snakemake merges them) written to `out` (Markdown) and printed; returns (rows, totals)."""
+    if experiments is None:
+        if not config:
+            raise UserError("give --experiments (JSON) or --config (the study's config files)")
+        from aiayn.study import config as cfg
+        from aiayn.study.grid import Study
+
+        experiments = Study(cfg.validate(cfg.merged(config))).plan_spec()
+    rows, totals = plan(
+        checked(experiments), gpu=gpu, gpus=gpus, nodes=nodes, requests=requests, benchmark=benchmark, costs=costs
+    )
+    text = document(rows, totals, requests)
+    atomic_write_text(out, text)
+    log(text)
+    return rows, totals
