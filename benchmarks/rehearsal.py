@@ -161,10 +161,10 @@ def job_row(record: dict) -> dict:
     """A cost record of one `python -m aiayn` job as a row: the rule (its command) and the job (its log's name)."""
     argv = record["argv"]
     log = argv[argv.index("--log-to") + 1] if "--log-to" in argv else None
-    outputs = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a.startswith("--out")]
+    paths = [a for a in argv if a.startswith("results/")]  # the job's files; its outputs come last
     return {
         "rule": record["command"],
-        "job": Path(log).stem if log else (outputs[0] if outputs else ""),
+        "job": Path(log).stem if log else (paths[-1] if paths else ""),
         "exit": record["exit"],
         "wall_s": record["wall_s"],
         "cpu_s": record["cpu_s"],
