@@ -88,7 +88,7 @@ def test_a_fault_gets_one_line_and_the_rerun_is_whole(command, fault, world, tmp
             stack.enter_context(tmpfs(where, full=True))
         elif fault == "output is a folder":
             where = clean
-            for path in outputs(command, world, where)[:1]:
+            for path in outputs(command, world, where, marked=True)[:1]:
                 path.mkdir(parents=True)
         else:
             where = clean
@@ -223,7 +223,7 @@ def test_an_output_that_is_not_a_file_is_refused_in_one_line_or_written_through(
     """Every command's first output made a FIFO, a broken or looping link: one line naming it, exit 2,
     nothing left under the other outputs' names. A link to a character device (/dev/null) is written
     through: the device stays a device (renamed over, `/dev/null` would have become a file)."""
-    target = outputs(command, world, tmp_path)[0]
+    target = outputs(command, world, tmp_path, marked=True)[0]
     make(target, kind)
     code = cli.main(argv(command, world, tmp_path))
     if kind == "a link to /dev/null":  # written through (a command that reads back what it wrote says it cannot)

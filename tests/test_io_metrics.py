@@ -13,6 +13,7 @@ import time
 import pytest
 
 from aiayn import io
+from aiayn.errors import UserError
 from aiayn.io import atomic_paths, write_json
 from aiayn.runtime import metrics
 
@@ -39,11 +40,11 @@ def test_a_folder_is_replaced_whole_or_not_at_all(tmp_path):
         assert one != two and one.parent == two.parent == tmp_path and not out.exists()
         (one / "a.txt").write_text("one")
         (two / "b.txt").write_text("two")
-    assert sorted(p.name for p in out.iterdir()) == ["a.txt"]  # the last to finish (the outer), alone
+    assert sorted(p.name for p in out.iterdir()) == [io.OUTPUT_MARK, "a.txt"]  # the last to finish, alone
     with pytest.raises(RuntimeError), io.atomic_dir(out) as three:
         (three / "c.txt").write_text("half")
         raise RuntimeError("killed")
-    assert sorted(p.name for p in out.iterdir()) == ["a.txt"]
+    assert sorted(p.name for p in out.iterdir()) == [io.OUTPUT_MARK, "a.txt"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]  # no temporary folder left behind
     old = os.umask(0o022)
     try:
@@ -56,6 +57,23 @@ def test_a_folder_is_replaced_whole_or_not_at_all(tmp_path):
     dead = leftover(tmp_path, "hf", f"{here}-{dead_pid()}", directory=True)  # a killed writer's
     with io.atomic_dir(out):
         assert not dead.exists()
+
+
+def test_a_folder_someone_else_filled_is_never_replaced(tmp_path):
+    """An existing folder without aiayn's mark and not empty (a user's, another tool's) is refused,
+    untouched; an empty one, or one aiayn wrote, is replaced."""
+    out = tmp_path / "hf"
+    out.mkdir()
+    (out / "mine.txt").write_text("a user's file")
+    with pytest.raises(UserError, match="a folder aiayn did not write"), io.atomic_dir(out) as new:
+        (new / "a.txt").write_text("a")
+    assert sorted(p.name for p in out.iterdir()) == ["mine.txt"]
+    (out / "mine.txt").unlink()
+    with io.atomic_dir(out) as new:
+        (new / "a.txt").write_text("a")
+    with io.atomic_dir(out) as new:  # its own: replaced
+        (new / "b.txt").write_text("b")
+    assert sorted(p.name for p in out.iterdir()) == [io.OUTPUT_MARK, "b.txt"]
 
 
 def test_two_writers_of_one_file_never_share_a_temporary_file(tmp_path):

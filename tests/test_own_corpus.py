@@ -15,6 +15,10 @@ import pytest
 from conftest import ROOT, write_corpus
 
 from aiayn.data.generate import EXAMPLE_FILES
+from aiayn.io import OUTPUT_MARK
+
+# what `aiayn example-corpus` writes in its folder: the corpus and the mark of a folder aiayn wrote
+WRITTEN = sorted([OUTPUT_MARK, *(name for pair in EXAMPLE_FILES.values() for name in pair)])
 
 
 def snakemake(workdir: Path, *args: str, configfiles: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
@@ -33,7 +37,7 @@ def test_the_documented_own_pair_runs_from_plain_files_to_table2(tmp_path):
     assert made.returncode == 0, made.stderr
     assert "wrote the example corpus in data/my-pair: train 3000 pairs, dev 100 pairs, test 100 pairs" in made.stdout
     data = tmp_path / "data/my-pair"
-    assert sorted(p.name for p in data.iterdir()) == sorted(n for pair in EXAMPLE_FILES.values() for n in pair)
+    assert sorted(p.name for p in data.iterdir()) == WRITTEN
     assert len(gzip.decompress((data / "test.xx.gz").read_bytes()).decode().splitlines()) == 100
     plan = snakemake(tmp_path, "-n", "--quiet", "rules")
     assert plan.returncode == 0, plan.stderr[-2000:]
@@ -51,7 +55,7 @@ def test_the_documented_own_pair_runs_from_plain_files_to_table2(tmp_path):
     # copying the source or translating word by word scores 0.00 (multi-bleu.perl: no matching 4-gram)
     assert float(rows[0]["bleu"]) >= 1.0 and rows[0]["lines"] == "100", rows[0]["bleu"]
     # your files are read, never moved or removed: the corpus is as the command wrote it
-    assert sorted(p.name for p in data.iterdir()) == sorted(n for pair in EXAMPLE_FILES.values() for n in pair)
+    assert sorted(p.name for p in data.iterdir()) == WRITTEN
 
 
 def test_a_wrong_line_count_names_the_key(tmp_path):

@@ -13,6 +13,7 @@ from world import SGM, make_tar
 
 from aiayn.data import generate
 from aiayn.data.generate import EXAMPLE_FILES
+from aiayn.io import OUTPUT_MARK
 
 
 def prepare_world(w: Path) -> Path:
@@ -298,11 +299,17 @@ def argv(command: str, w: Path, o: Path) -> list[str]:
     return [command, *map(str, (EXPORT if command == "export" else WORKING[command])[0](w, o))]
 
 
-def outputs(command: str, w: Path, o: Path) -> list[Path]:
-    """The files `command` writes: each option's value, or "option/file": a file in that folder."""
+def outputs(command: str, w: Path, o: Path, *, marked: bool = False) -> list[Path]:
+    """The files `command` writes: each option's value, or "option/file": a file in that folder.
+    `marked`: a folder of such files made and marked as the command's own (OUTPUT_MARK), as its
+    earlier run would leave it (a folder without the mark is someone else's, refused whole)."""
     args = WORKING[command][0](w, o)
     found = []
     for name in WORKING[command][1]:
         opt, _, inside = name.partition("/")
-        found.append(Path(args[args.index(opt) + 1]) / inside if inside else Path(args[args.index(opt) + 1]))
+        folder = Path(args[args.index(opt) + 1])
+        if inside and marked:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / OUTPUT_MARK).write_text("")
+        found.append(folder / inside if inside else folder)
     return found

@@ -180,6 +180,24 @@ def inputs(command: str | None, args) -> list[str]:
     return found
 
 
+def guard(command: str | None, args) -> None:
+    """Every output of this invocation against its inputs, its other outputs and what is at its path,
+    before any work (`aiayn.io.guard_outputs`), the options classified by the inventory."""
+    from aiayn import inventory
+    from aiayn.io import guard_outputs
+
+    kinds = {"output": "file", "output folder": "folder", "output appended": "appended"}
+    outputs, inputs = [], []
+    for option, check in {**inventory.COMMANDS.get(command, {}), **inventory.COMMON}.items():
+        value = getattr(args, option.lstrip("-").replace("-", "_"), None)
+        for given in [str(v) for v in (value if isinstance(value, list) else [value]) if v]:
+            if check.kind in kinds:
+                outputs.append((option, given, kinds[check.kind]))
+            elif check.kind in ("file", "folder", "optional file"):
+                inputs.append((option, given))
+    guard_outputs(outputs, inputs)
+
+
 def record_cost(command: str | None, argv: list[str], started: float, code) -> None:
     """With AIAYN_COSTS=FILE in the environment (the rehearsal of the study sets it), what this
     command cost, appended to FILE as a JSON line: its wall and CPU seconds, its peak resident
@@ -234,6 +252,7 @@ def _main(argv: list[str], command: str | None) -> int:
         terminal = None
         try:
             args = build_parser(command if command in COMMANDS else None).parse_args(argv)
+            guard(command, args)
             if args.log_to:
                 terminal = logged.enter_context(log_to(args.log_to))
             result = importlib.import_module(args._module).run(args)

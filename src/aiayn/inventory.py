@@ -8,8 +8,11 @@ A check is named by what does it:
 - `file`: the kind of file read (FILE_KINDS: the reader that refuses a damaged one, in one line
   naming the file; every reader first checks with `aiayn.io.readable` that it is a regular file);
 - `folder`: a folder read (`aiayn.io.readable` is not for folders: the reader lists it);
+- `optional file`: a file read where it exists, by the function named, which refuses one it cannot read;
 - `output`, `output folder`, `output appended`: written through `aiayn.io.atomic_paths`, `atomic_dir`,
-  or appended (a log; every byte checked);
+  or appended (a log; every byte checked); each checked before any work against the invocation's
+  inputs (`file`, `folder`, `optional file`), its other outputs and what is at its path
+  (`aiayn.io.guard_outputs`, called by `aiayn.cli.guard`);
 - `settings`, `settings list`: a JSON object (a list of them) checked against the schema's
   definition of that name (several joined by +; workflow/schemas/config.schema.yaml,
   `aiayn.commands.settings`); `experiment settings`: experiment.json's parts, by `aiayn.study.resolve`;
@@ -232,8 +235,8 @@ COMMANDS: dict[str, dict[str, Check]] = {
         "--gpus": NUMBER,
         "--nodes": NUMBER,
         "--requests": text("aiayn.report.plan.plan"),
-        "--costs": text("aiayn.report.plan.measured_costs"),  # a CSV; a missing one is no measurement
-        "--benchmark": text("aiayn.report.plan.measured_mfu"),  # a JSON; a missing one likewise
+        "--costs": Check("optional file", "aiayn.report.plan.measured_costs"),  # a missing one: no measurement
+        "--benchmark": Check("optional file", "aiayn.report.plan.measured_mfu"),
         "--out": OUTPUT,
     },
 }

@@ -36,6 +36,9 @@ from pathlib import Path
 from aiayn.errors import WRITING, UserError
 
 STALE_AFTER_S = 3600  # a leftover of another host untouched this long is a dead writer's
+# the file in every folder aiayn writes whole (`atomic_dir`, example-corpus): such a folder may be
+# replaced by its command's next run; one without it is someone else's and is never replaced
+OUTPUT_MARK = ".aiayn-output"
 LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<host>[A-Za-z0-9_-]+)-(?P<pid>\d+)\.[^.]+\.tmp$")
 
 
@@ -284,6 +287,61 @@ def scratch_dir(target: str | os.PathLike) -> Iterator[Path]:
         raise
 
 
+def _real(path) -> str:
+    return os.path.realpath(path)
+
+
+def _inside(path, folder) -> bool:
+    """Whether `path` is `folder` or lies in it (both resolved through links)."""
+    path, folder = _real(path), _real(folder)
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _same_file(a, b) -> bool:
+    """Whether two paths name one file: the same path through links, or one file through a hard link."""
+    if _real(a) == _real(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def guard_outputs(outputs: list[tuple[str, str, str]], inputs: list[tuple[str, str]]) -> None:
+    """Before a command does any work, like `cp` refusing to copy a file onto itself: every output
+    `(option, path, kind)` ("file", "folder" written whole, "appended") against every input `(option,
+    path)` of the same invocation (the same path, the same file through a link, an input inside an
+    output folder), against every other output, and against what is at its path (a folder written
+    whole is replaced only when it holds OUTPUT_MARK, or is empty). Refused with one line naming
+    both; nothing is touched."""
+    for n, (option, path, kind) in enumerate(outputs):
+        for other, given in inputs:
+            if _same_file(path, given) or (kind == "folder" and _inside(given, path)):
+                what = "holds" if kind == "folder" and not _same_file(path, given) else "is"
+                raise UserError(
+                    f"{option} {path} {what} the input {other} {given}: writing it would destroy what the command "
+                    "reads; give the output another path"
+                )
+        for other, second, second_kind in outputs[n + 1 :]:
+            inside = (kind == "folder" and _inside(second, path)) or (second_kind == "folder" and _inside(path, second))
+            if _same_file(path, second) or inside:
+                raise UserError(
+                    f"{option} {path} and {other} {second} are one place: one output would overwrite the other; "
+                    "give each its own path"
+                )
+        foreign = os.path.isdir(path) and os.listdir(path) and not os.path.lexists(Path(path) / OUTPUT_MARK)
+        if kind == "folder" and foreign:
+            raise UserError(
+                f"{option} {path}: a folder aiayn did not write (no {OUTPUT_MARK} in it), which this command would "
+                "fill or replace whole; give a new or an empty folder"
+            )
+
+
+def mark_output(folder: str | os.PathLike) -> None:
+    """Mark `folder` as one aiayn wrote whole (OUTPUT_MARK): its command may replace it next time."""
+    (Path(folder) / OUTPUT_MARK).write_text("written whole by aiayn: the command that wrote it may replace it\n")
+
+
 def writable(*targets: str | os.PathLike, folders: bool = False) -> None:
     """Check now, before long work, that each target can be written where it goes (its folder made
     if need be, a temporary file created there and removed): an OSError naming the target if not.
@@ -355,16 +413,23 @@ def ensure_space(path: str | os.PathLike, size: int) -> None:
 @contextlib.contextmanager
 def atomic_dir(target: str | os.PathLike) -> Iterator[Path]:
     """A fresh folder beside `target` for the caller to fill; once the block succeeds its files are
-    flushed to disk and it replaces `target` whole (an old `target` is moved away, then removed); on
-    an exception it is removed and `target` is unchanged."""
+    flushed to disk, it is marked as aiayn's (OUTPUT_MARK) and it replaces `target` whole (an old
+    `target` is moved away, then removed); on an exception it is removed and `target` is unchanged.
+    An existing `target` that is not aiayn's (no OUTPUT_MARK) and not empty is refused, untouched."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_leftovers(target.parent, target.name)
     if target.exists() and not target.is_dir():
         raise UserError(f"{target}: is a file, where a folder is written; give a folder's path")
+    if target.is_dir() and os.listdir(target) and not os.path.lexists(target / OUTPUT_MARK):
+        raise UserError(
+            f"{target}: a folder aiayn did not write (no {OUTPUT_MARK} in it), which would be replaced whole; "
+            "give a new or an empty folder"
+        )
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=_temp_prefix(target), suffix=".tmp"))
     try:
         yield tmp
+        mark_output(tmp)
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700
         for path in tmp.rglob("*"):
             if path.is_file() and not path.is_symlink():

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aiayn.errors import UserError
-from aiayn.io import atomic_path, atomic_paths
+from aiayn.io import OUTPUT_MARK, atomic_path, atomic_paths
 
 CONSONANTS, VOWELS = "bdfgklmnprstvz", "aeiou"
 
@@ -186,7 +186,9 @@ def write_example_corpus(folder, seed: int = 7, sizes: dict[str, int] | None = N
         for split in EXAMPLE_FILES
         for side, name in enumerate(EXAMPLE_FILES[split])
     ]
-    with atomic_paths(*(path for path, _ in files)) as temps:
+    mark = folder / OUTPUT_MARK  # the folder is the command's: a later run may write it again
+    with atomic_paths(mark, *(path for path, _ in files)) as (tmp_mark, *temps):
+        tmp_mark.write_text("written by `aiayn example-corpus`: it may write these files again\n")
         for tmp, (path, lines) in zip(temps, files):
             text = "".join(line + "\n" for line in lines).encode()
             tmp.write_bytes(gzip.compress(text, mtime=0) if path.suffix == ".gz" else text)
