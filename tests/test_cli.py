@@ -356,3 +356,14 @@ def test_every_exit_code_is_in_the_troubleshooting_table():
     page = (ROOT / "docs" / "troubleshooting.md").read_text()
     rows = {int(n) for cells in re.findall(r"^\| ([\d, ]+) \|", page, re.M) for n in cells.split(",")}
     assert len(codes) >= 6 and {k: v for k, v in codes.items() if v not in rows} == {}
+
+
+@pytest.mark.parametrize("option", ["--decode", "--settings"])
+def test_a_json_option_with_a_key_given_twice_is_refused(option, capsys):
+    """As the YAML files refuse a key given twice: JSON would keep the last value silently."""
+    command = "translate" if option == "--decode" else "table1"
+    argv = {"translate": ["--model", "m", "--input", "i", "--spm-src", "a", "--spm-tgt", "b", "--out", "o"],
+            "table1": ["--out-md", "t.md", "--out-csv", "t.csv", "--figure", "t.png"]}[command]  # fmt: skip
+    assert main([command, *argv, option, '{"beam": 4, "beam": 5}']) == 2
+    err = capsys.readouterr().err
+    assert f"{option} is not valid JSON: the key 'beam' is given twice" in err and "Traceback" not in err

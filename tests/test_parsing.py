@@ -214,3 +214,16 @@ def test_a_malformed_parse_without_words_is_skipped_as_evalb_does():
     assert score_sentence(gold, "").status == "skip"
     bad = score_sentence(gold, "(S (NP (DT the) (NN dog)) (VP (VBD barked))")
     assert (bad.status, bad.message) == ("error", "Bracketing is unbalanced (too many open bracket)")
+
+
+def test_a_treebank_file_in_another_encoding_is_refused_not_replaced(tmp_path):
+    """A Latin-1 .mrg (é as one byte) is refused naming its line and byte, never read with U+FFFD."""
+    from aiayn.errors import UserError
+    from aiayn.parsing.trees import read_mrg
+
+    path = tmp_path / "wsj_0001.mrg"
+    path.write_bytes("( (S (NP (NNP Soci\u00e9t\u00e9)) (VP (VBD won)) (. .)) )\n".encode("latin-1"))
+    with pytest.raises(UserError, match=r"wsj_0001.mrg, line 1: not UTF-8 .*iconv -f latin1"):
+        read_mrg(path)
+    path.write_bytes("( (S (NP (NNP Soci\u00e9t\u00e9)) (VP (VBD won)) (. .)) )\n".encode("utf-8"))
+    assert read_mrg(path)[0].words() == ["Soci\u00e9t\u00e9", "won", "."]

@@ -74,8 +74,18 @@ def _parse(tokens: list[str], pos: int, source: str) -> tuple[Tree, int]:
 
 
 def read_mrg(path: str | Path) -> list[Tree]:
-    """Trees of one .mrg file, each as its sentence's tree (the unlabeled outer bracket removed)."""
-    text = readable(path, "a treebank file (.mrg)").read_text(encoding="utf-8", errors="replace")
+    """Trees of one .mrg file, each as its sentence's tree (the unlabeled outer bracket removed). The
+    file is UTF-8 (the Penn Treebank's files are ASCII): another encoding is refused naming the line
+    and the byte, never read with replacement characters."""
+    data = readable(path, "a treebank file (.mrg)").read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise UserError(
+            f"{path}, line {line}: not UTF-8 ({exc.reason} at byte {exc.start}; a Latin-1 file?): convert it "
+            f"first, e.g. iconv -f latin1 -t utf-8 {path} > the new file"
+        ) from None
     return [_unwrap(t) for t in parse_trees(text, str(path))]
 
 
