@@ -141,6 +141,71 @@ def test_a_key_given_twice_is_refused_naming_file_and_line(tmp_path):
         cfg.read_yaml(path)
 
 
+def documented_merged_study() -> str:
+    """docs/configuration.md's example of experiments sharing a block with a merge key."""
+    text = (ROOT / "docs/configuration.md").read_text()
+    blocks = [b.split("\n```", 1)[0] for b in text.split("```yaml\n")[1:]]
+    found = [b for b in blocks if "<<: *shared" in b]
+    assert len(found) == 1, "docs/configuration.md: the merge-key example is gone"
+    return found[0] + "\n"
+
+
+MERGED_STUDY = documented_merged_study()
+
+
+def test_anchors_and_merge_keys_are_followed_and_may_be_overridden(tmp_path):
+    path = tmp_path / "study.yaml"
+    path.write_text(MERGED_STUDY)
+    experiments = cfg.read_yaml(path)["experiments"]
+    assert experiments["mine-base"]["train"] == {"steps": 7500, "seed": 11}
+    assert experiments["mine-ls0"] == {**experiments["mine-base"], "train": {"steps": 7500, "seed": 11, "eps_ls": 0.0}}
+
+
+def test_a_study_that_shares_blocks_with_merge_keys_plans_as_written(tmp_path):
+    """`<<: *shared` in a --configfile, through Snakemake's reading and ours: both experiments
+    planned with the shared settings, eps_ls 0 only where the mapping overrides it."""
+    from conftest import snakemake
+
+    study = tmp_path / "study.yaml"
+    study.write_text(MERGED_STUDY)
+    run = snakemake("-n", "-p", "--cores", "1", "--configfile", str(study), cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-2000:]
+    resolve = [line for line in run.stdout.splitlines() if "aiayn resolve" in line]
+    ls0 = [line for line in resolve if "/mine-ls0/" in line]
+    base = [line for line in resolve if "/mine-base/" in line]
+    assert len(ls0) == len(base) == 1, resolve
+    assert '"eps_ls": 0.0' in ls0[0] and '"eps_ls": 0.1' in base[0]
+    assert all('"steps": 7500' in line and '"seed": 11' in line for line in ls0 + base)
+
+
+def billion_laughs(levels: int = 9) -> str:
+    lines = ['a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(1, levels):
+        lines.append(f"{chr(97 + i)}: &{chr(97 + i)} [" + ", ".join([f"*{chr(96 + i)}"] * 9) + "]")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("text, why", [(billion_laughs(), "more than 1,000,000 values"),
+                                       ("a: &a [1, *a]\n", "refers to a value that contains it")])  # fmt: skip
+def test_a_document_that_expands_without_bound_is_refused_before_it_is_built(text, why, tmp_path):
+    path = tmp_path / "bomb.yaml"
+    path.write_text(text)
+    with pytest.raises(cfg.ConfigError, match=f"bomb.yaml: refused \\(.*{why}"):
+        cfg.read_yaml(path)
+
+
+def test_an_alias_bomb_given_to_snakemake_ends_in_one_line(tmp_path):
+    from conftest import snakemake
+
+    path = tmp_path / "bomb.yaml"
+    path.write_text(billion_laughs())
+    run = snakemake("-n", "--cores", "1", "--configfile", str(path), cwd=ROOT, timeout=120)
+    assert run.returncode != 0
+    said = run.stdout + run.stderr
+    assert "bomb.yaml: refused (it expands to more than 1,000,000 values" in said, said[-2000:]
+    assert "Traceback" not in said
+
+
 def test_numbers_of_the_command_line_are_read_as_numbers(paper_config):
     given = {"training": {"steps": "5000", "seed": "3"}, "baselines": "true", "results": "007"}
     config = copy.deepcopy(paper_config)

@@ -172,7 +172,7 @@ def from_command_line(config: dict, given: dict) -> dict:
         if e.validator != "type" or not isinstance(e.instance, str) or not _has(given, path):
             continue
         try:
-            value = yaml.safe_load(e.instance)
+            value = loads(e.instance, f"--config {'.'.join(map(str, path))}")
         except yaml.YAMLError:
             continue
         node = config
@@ -202,11 +202,15 @@ def validate(config: dict) -> dict:
 
 class _StrictLoader(yaml.SafeLoader):
     """YAML's safe loader that refuses a key given twice in one mapping (yaml keeps the last one
-    silently: a second `experiments.base` would replace the first without a word)."""
+    silently: a second `experiments.base` would replace the first without a word). Merge keys
+    (`<<: *base`, YAML's way to share a block) are standard: what a merge brings may be overridden by
+    a key written in the mapping itself; only keys written twice are refused."""
 
     def construct_mapping(self, node, deep=False):
         seen = {}
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
             key = self.construct_object(key_node, deep=True)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
@@ -216,11 +220,66 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+#: The most values a YAML document may expand to once its aliases are followed. config.yaml is about
+#: 1,000; a document of a few aliases nested ("billion laughs") expands to billions, which json.dumps
+#: of a rule's parameters or a deep copy would try to build.
+MAX_YAML_VALUES = 1_000_000
+
+
+def _expanded_size(node, limit: int) -> int:
+    """How many values `node` stands for with every alias followed, counted without expanding it;
+    raises ValueError past `limit` or for a node that contains itself."""
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()
+
+    def size(n) -> int:
+        key = id(n)
+        if key in sizes:
+            return sizes[key]
+        if key in open_:
+            raise ValueError("an alias refers to a value that contains it")
+        open_.add(key)
+        if isinstance(n, yaml.MappingNode):
+            total = 1 + sum(size(k) + size(v) for k, v in n.value)
+        elif isinstance(n, yaml.SequenceNode):
+            total = 1 + sum(size(v) for v in n.value)
+        else:
+            total = 1
+        open_.discard(key)
+        if total > limit:
+            raise ValueError(f"it expands to more than {limit:,} values once its aliases are followed")
+        sizes[key] = total
+        return total
+
+    return size(node)
+
+
+def loads(text: str, name: str = "<string>"):
+    """The value of the YAML document `text` as read_yaml reads it (duplicate keys refused, merge
+    keys followed); a document that expands past MAX_YAML_VALUES or refers to itself is refused
+    before it is built. Raises yaml.YAMLError for a syntax error, ConfigError for the rest."""
+    loader = _StrictLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        try:
+            _expanded_size(node, MAX_YAML_VALUES)
+        except (ValueError, RecursionError) as exc:
+            message = str(exc) if isinstance(exc, ValueError) else "its aliases nest too deeply"
+            raise ConfigError(f"{name}: refused ({message}); write the values out or share fewer levels") from None
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
 def read_yaml(path: str | Path):
-    """A YAML file's content; a syntax error or a key given twice names the file, line and column."""
+    """A YAML file's content; a syntax error or a key given twice names the file, line and column;
+    merge keys (`<<: *base`) are followed; a document that expands past MAX_YAML_VALUES values (an
+    alias bomb) is refused before it is built."""
     path = readable(path, "a config file")
     try:
-        return yaml.load(path.read_text(encoding="utf-8"), Loader=_StrictLoader)
+        return loads(path.read_text(encoding="utf-8"), str(path))
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except yaml.YAMLError as exc:
