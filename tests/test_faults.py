@@ -153,6 +153,33 @@ def test_a_full_disk_is_not_reported_as_a_damaged_archive(world, tmp_path, capsy
     assert code == EXIT_USER and "no space left" in line and "readable archive" not in line, line
 
 
+# every output of a command that writes more than one file, each in turn the one on a full disk
+ONE_OF_SEVERAL = [(c, o) for c in sorted(WORKING) for o in WORKING[c][1] if len(WORKING[c][1]) > 1 and "/" not in o]
+
+
+@pytest.mark.parametrize("command, option", ONE_OF_SEVERAL)
+def test_a_full_disk_names_the_file_that_could_not_be_written(command, option, world, tmp_path, capsys):
+    """Only `option`'s file goes to a full disk, the command's other outputs to a disk with room:
+    the line names that file, not the command's first output nor a temporary file, and nothing is
+    left under any final name."""
+    args = argv(command, world, tmp_path / "room")
+    where = args.index(option) + 1
+    with tmpfs(tmp_path / "full", full=True) as full:
+        args[where] = str(full / Path(args[where]).name)
+        code = cli.main(args)
+        if code == 0:  # a file of no bytes (an empty table) takes no space, even on a full disk
+            assert Path(args[where]).stat().st_size == 0
+            return
+        line = one_line(capsys)
+        assert code == EXIT_USER and "no space left" in line, line
+        assert line.startswith(args[where] + ": ") or f" {args[where]}" in line, line
+        others = [args[args.index(o) + 1] for o in WORKING[command][1] if o != option]
+        assert not any(other in line for other in others), line
+        assert ".tmp" not in line, line
+        assert not [p for p in (tmp_path / "room").rglob("*") if p.is_file()], "an output left as final"
+        assert not Path(args[where]).exists()
+
+
 @pytest.mark.parametrize("scheme", ["http", "file"])
 def test_download_never_writes_past_the_configured_size(world, tmp_path, capsys, scheme):
     """A server (or mirror) that sends more than config.yaml's size is cut off as it sends, not after

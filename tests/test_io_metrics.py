@@ -217,3 +217,22 @@ def test_a_stop_is_recorded_and_ends_that_jobs_hours(tmp_path):
     )
     assert [r["step"] for r in metrics.read(path).stop] == [3]
     assert metrics.summary(path)["hours"] == pytest.approx(2.0) and metrics.summary(path)["dev_ppl"] is None
+
+
+def test_outputs_written_together_are_in_place_all_or_none(tmp_path):
+    from aiayn.io import atomic_path, atomic_write_text, together
+
+    (tmp_path / "b.txt").write_text("before")
+    with pytest.raises(RuntimeError), together():
+        atomic_write_text(tmp_path / "a.txt", "a")
+        with together():  # nested: one block
+            atomic_write_text(tmp_path / "b.txt", "b")
+        assert not (tmp_path / "a.txt").exists() and (tmp_path / "b.txt").read_text() == "before"
+        raise RuntimeError("the last output failed")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.txt"] and (tmp_path / "b.txt").read_text() == "before"
+    with together():
+        atomic_write_text(tmp_path / "a.txt", "a")
+        with atomic_path(tmp_path / "b.txt") as tmp:
+            tmp.write_text("b")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt"]
+    assert (tmp_path / "a.txt").read_text() == "a" and (tmp_path / "b.txt").read_text() == "b"

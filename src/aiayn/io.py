@@ -19,6 +19,7 @@ folders of `atomic_dir` are named and cleaned the same way.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import hashlib
 import json
@@ -218,14 +219,48 @@ def _temp_prefix(final: Path) -> str:
     return f".{_short(final.name)}.{_owner()}."
 
 
+_PENDING: contextvars.ContextVar[list | None] = contextvars.ContextVar("aiayn_io_pending", default=None)
+
+
+@contextlib.contextmanager
+def together() -> Iterator[None]:
+    """The outputs of one command as one write: every `atomic_paths` (`atomic_path`,
+    `atomic_write_text`, `atomic_copy`) finished inside the block keeps its temporary files until
+    the block ends, and all are renamed into place then, or, if the block fails, all removed: a
+    command that fails on its last output leaves none of its earlier ones under their final names.
+    An output written inside the block cannot be read back inside it (it is not in place yet).
+    Nested blocks are one block."""
+    if _PENDING.get() is not None:
+        yield
+        return
+    pending: list[tuple[Callable[[], None], Callable[[], None]]] = []
+    token = _PENDING.set(pending)
+    try:
+        yield
+    except BaseException:
+        for _, abandon in pending:
+            abandon()
+        raise
+    finally:
+        _PENDING.reset(token)
+    for n, (finish, _) in enumerate(pending):
+        try:
+            finish()
+        except BaseException:
+            for _, abandon in pending[n + 1 :]:
+                abandon()
+            raise
+
+
 @contextlib.contextmanager
 def atomic_paths(*targets: str | os.PathLike) -> Iterator[list[Path]]:
-    """Temporary paths for `targets`, renamed into place together once the block succeeds.
+    """Temporary paths for `targets`, renamed into place together once the block succeeds (inside
+    `together()`, once that block succeeds).
 
     Each is a fresh `.<name>.<host>-<pid>.<random>.tmp` beside its target (so the rename stays on one file
     system); the caller writes it (or replaces it). On an exception none of the targets changes.
     """
-    finals, through = [], []
+    finals, through, givens = [], [], []
     temps: list[Path] = []
     try:
         for given in map(Path, targets):
@@ -240,27 +275,49 @@ def atomic_paths(*targets: str | os.PathLike) -> Iterator[list[Path]]:
             os.close(fd)
             finals.append(final)
             through.append(direct)
+            givens.append(given)
             temps.append(Path(tmp))
         yield temps
-        mode = 0o666 & ~_umask()  # mkstemp makes 0600; a collaborator may need to read results
-        for tmp, direct in zip(temps, through):
-            if not direct:
-                os.chmod(tmp, mode)
-                _fsync(tmp)
-        for tmp, final, direct in zip(temps, finals, through):
-            if direct:  # a character device: its bytes go to it, the device stays
-                with open(tmp, "rb") as src, open(final, "wb") as dst:
-                    shutil.copyfileobj(src, dst)
-                tmp.unlink()
-            else:
-                os.replace(tmp, final)
-        for folder in {final.parent for final, direct in zip(finals, through) if not direct}:
-            _fsync(folder)
     except BaseException as exc:
-        for tmp in temps:
-            tmp.unlink(missing_ok=True)
-        _name_the_target(exc, Path(targets[0]))
+        _name_the_target(exc, temps, givens)
+        _remove(temps)
         raise
+
+    def finish() -> None:
+        try:
+            _put_in_place(temps, finals, through)
+        except BaseException as exc:
+            _name_the_target(exc, temps, givens)
+            _remove(temps)
+            raise
+
+    pending = _PENDING.get()
+    if pending is None:
+        finish()
+    else:
+        pending.append((finish, lambda: _remove(temps)))
+
+
+def _remove(temps: list[Path]) -> None:
+    for tmp in temps:
+        tmp.unlink(missing_ok=True)
+
+
+def _put_in_place(temps: list[Path], finals: list[Path], through: list[bool]) -> None:
+    mode = 0o666 & ~_umask()  # mkstemp makes 0600; a collaborator may need to read results
+    for tmp, direct in zip(temps, through):
+        if not direct:
+            os.chmod(tmp, mode)
+            _fsync(tmp)
+    for tmp, final, direct in zip(temps, finals, through):
+        if direct:  # a character device: its bytes go to it, the device stays
+            with open(tmp, "rb") as src, open(final, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            tmp.unlink()
+        else:
+            os.replace(tmp, final)
+    for folder in {final.parent for final, direct in zip(finals, through) if not direct}:
+        _fsync(folder)
 
 
 @contextlib.contextmanager
@@ -282,8 +339,9 @@ def scratch_dir(target: str | os.PathLike) -> Iterator[Path]:
             dir=target.parent, prefix=_temp_prefix(target), suffix=".tmp", ignore_cleanup_errors=True
         ) as tmp:
             yield Path(tmp)
-    except BaseException as exc:
-        _name_the_target(exc, target)
+    except BaseException as exc:  # named here only if the scratch folder's disk is the one that refuses
+        if isinstance(exc, OSError) and exc.filename is None and write_failure(target, None) is not None:
+            _name_the_target(exc, [], [target])
         raise
 
 
@@ -389,11 +447,35 @@ def write_failure(target: str | os.PathLike, original: BaseException, needed: in
     return original
 
 
-def _name_the_target(exc: BaseException, target: Path) -> None:
-    """A write that failed for want of space (or on a read-only disk) raises an OSError that names
-    no file (a write to an open file): name the output it was writing."""
-    if isinstance(exc, OSError) and exc.filename is None and exc.errno in WRITING:
-        exc.filename = str(target)
+def _name_the_target(exc: BaseException, temps: list[Path], targets: list[Path]) -> None:
+    """A write that failed for want of space (or on a read-only disk) names the output the user gave,
+    the one that could not be written: not our temporary file (gone by the time the line is read),
+    not the source of a copy (`shutil.copyfile`'s error names both), and, when the error names no
+    file (a write to an open file), the output being written when it failed: the temporary file
+    written last (the newest), or the only target."""
+    if not isinstance(exc, OSError) or exc.errno not in WRITING:
+        return
+    ours = {str(tmp): target for tmp, target in zip(temps, targets)}
+    for name in (exc.filename2, exc.filename):
+        if name is not None and str(name) in ours:
+            exc.filename, exc.filename2 = str(ours[str(name)]), None
+            return
+    if exc.filename is not None:
+        return
+    if len(targets) > 1:  # the one whose disk refuses a write now; of several, the one written last
+        refused = [(tmp, t) for tmp, t in zip(temps, targets) if write_failure(tmp, None) is not None] or list(
+            zip(temps, targets)
+        )
+        exc.filename = str(max(refused, key=lambda pair: _modified(pair[0]))[1])
+    elif targets:
+        exc.filename = str(targets[0])
+
+
+def _modified(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
 
 
 def ensure_space(path: str | os.PathLike, size: int) -> None:

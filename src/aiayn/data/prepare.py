@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable, Iterator, TextIO
 
 from aiayn.errors import UserError
-from aiayn.io import atomic_paths, readable, scratch_dir
+from aiayn.io import atomic_paths, readable, scratch_dir, together
 from aiayn.runtime import records
 from aiayn.runtime.lines import read_lines
 
@@ -207,6 +207,7 @@ def prepare_train(
         "separators_replaced": 0,
     }
     with (
+        together(),  # the corpus and its report: all three in place, or none
         atomic_pair(out_src, out_tgt) as (fs, ft),
         scratch_dir(out_src) as tmp,
     ):
@@ -245,7 +246,7 @@ def prepare_train(
         if report["kept"] == 0:  # before the files are renamed into place: nothing is left under their names
             named = ", ".join(m.get("archive") or m["src"] for m in corpora)
             raise UserError(f"no training pair of {named} survived cleaning; check the corpora and `cleaning:`")
-    records.write(report_path, "train report", report)
+        records.write(report_path, "train report", report)
     removed = ", ".join(f"{k} {v:,}" for k, v in report["removed"].items())
     log(f"{report['kept']:,} pairs kept; removed: {removed}; line separators replaced: {report['separators_replaced']}")
     return report

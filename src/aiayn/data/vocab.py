@@ -18,7 +18,7 @@ import sentencepiece as spm
 
 from aiayn.data.binary import BOS, EOS, PAD, UNK
 from aiayn.errors import UserError
-from aiayn.io import atomic_copy, atomic_paths, atomic_write_text, file_sha256, readable, scratch_dir, write_failure
+from aiayn.io import atomic_paths, atomic_write_text, file_sha256, readable, scratch_dir, together, write_failure
 from aiayn.runtime.lines import read_lines
 
 SIDES = {"src": "source", "tgt": "target"}
@@ -184,8 +184,10 @@ def train(
     input_sentence_size: int,
     threads: int = 1,
     seed: int = 1,
+    also: tuple = (),
 ) -> None:
-    """Train a sentencepiece model on `inputs` (one sentence per line) and write it to `out` atomically.
+    """Train a sentencepiece model on `inputs` (one sentence per line) and write it to `out` atomically
+    (and the same model to each path of `also`, in the same write).
 
     A shuffled sample of `input_sentence_size` sentences bounds the memory on large corpora (§5.1
     sizes: 4.5M / 36M pairs). If the text cannot support `size` pieces (tiny corpora), a smaller
@@ -195,7 +197,7 @@ def train(
     spm.set_random_generator_seed(seed)
     # sentencepiece names its two files after a prefix: train in a private folder, then move them
     with (
-        atomic_paths(out, out.with_suffix(".vocab")) as (model, pieces),
+        atomic_paths(out, out.with_suffix(".vocab"), *also) as (model, pieces, *copies),
         scratch_dir(out) as scratch,
     ):
         prefix = Path(scratch) / "spm"
@@ -225,7 +227,9 @@ def train(
             raise write_failure(out, UserError(f"{out}: sentencepiece wrote no readable model")) from None
         # written without the scratch prefix, input paths and threads (the same pieces, the same
         # bytes), its checksum in their place
-        model.write_bytes(with_checksum(Path(f"{prefix}.model").read_bytes()))
+        written = with_checksum(Path(f"{prefix}.model").read_bytes())
+        for path in (model, *copies):
+            path.write_bytes(written)
         os.replace(f"{prefix}.vocab", pieces)
 
 
@@ -279,12 +283,12 @@ def train_pair(settings: dict, train_src, train_tgt, out_src, out_tgt, *, thread
         input_sentence_size=settings["input_sentence_size"],
         threads=threads,
     )
-    if settings["shared"]:
-        train([train_src, train_tgt], out_src, **common)
-        atomic_copy(out_src, out_tgt)
-    else:
-        train([train_src], out_src, **common)
-        train([train_tgt], out_tgt, **common)
+    with together():  # both models in place, or neither
+        if settings["shared"]:
+            train([train_src, train_tgt], out_src, also=(out_tgt,), **common)
+        else:
+            train([train_src], out_src, **common)
+            train([train_tgt], out_tgt, **common)
     info = describe_pair(settings, out_src, out_tgt, train_src, train_tgt)
     for side, one in info.items():
         log(f"{side} vocabulary: {one['pieces']} pieces -> {one['model']}")

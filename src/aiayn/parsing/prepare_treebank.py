@@ -10,7 +10,7 @@ from pathlib import Path
 
 from aiayn.data.prepare import atomic_pair, extract_members, read_lines
 from aiayn.errors import UserError
-from aiayn.io import atomic_write_text, scratch_dir
+from aiayn.io import atomic_write_text, scratch_dir, together
 from aiayn.parsing.trees import Tree, linearize, parse_trees, preprocess, read_sections, with_top
 
 
@@ -43,10 +43,10 @@ def write_split(dataset: dict, split: str, out_src, out_tgt, out_gold, archive: 
             trees = split_trees({**dataset, "treebank": str(tmp)}, split)
     else:
         trees = split_trees(dataset, split)
-    with atomic_pair(out_src, out_tgt) as (fs, ft):
+    with together(), atomic_pair(out_src, out_tgt) as (fs, ft):  # the three in place, or none
         for tree in trees:
             fs.write(" ".join(tree.words()) + "\n")
             ft.write(linearize(preprocess(tree, pos)) + "\n")
-    atomic_write_text(out_gold, "".join(str(with_top(t)) + "\n" for t in trees))
+        atomic_write_text(out_gold, "".join(str(with_top(t)) + "\n" for t in trees))
     log(f"{split}: {len(trees)} trees -> {out_src}, {out_tgt}, {out_gold}")
     return len(trees)

@@ -36,7 +36,7 @@ import torch
 import torch.nn as nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from aiayn.io import atomic_paths, writable
+from aiayn.io import atomic_paths, together, writable
 from aiayn.report.figures import pyplot, save
 from aiayn.report.format import footer, to_csv, to_markdown
 
@@ -351,10 +351,11 @@ def write(settings: dict, *, out_md, out_csv, figure_path, threads: int = 0, log
         path_ns=settings["path_n"],
         repeats=settings["repeats"],
     )
-    with atomic_paths(out_md, out_csv) as (md, csv):
-        md.write_text(markdown(result, {**settings, "n": ns}), encoding="utf-8")
-        csv.write_text(to_csv(result.rows), encoding="utf-8")
-    figure(result, figure_path)
+    with together():  # the table and its figure, or none of them
+        with atomic_paths(out_md, out_csv) as (md, csv):
+            md.write_text(markdown(result, {**settings, "n": ns}), encoding="utf-8")
+            csv.write_text(to_csv(result.rows), encoding="utf-8")
+        figure(result, figure_path)
     for row in result.rows:
         log(
             f"{row['layer']}: n-exponent {row['n_exponent_flops']} (paper {row['paper_n_exponent']}), "

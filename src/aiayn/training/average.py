@@ -16,7 +16,7 @@ import torch
 
 from aiayn.data import vocab
 from aiayn.errors import UserError
-from aiayn.io import writable
+from aiayn.io import together, writable
 from aiayn.runtime import checkpoint as ckpt
 from aiayn.runtime import records
 from aiayn.study.layout import Layout
@@ -98,12 +98,13 @@ def average_run(folder, k: int, interval: int, final: int, out, record=None, log
     run = ckpt.read_identity(reference) if reference else None
     paths = newest_on_grid(folder, k, interval, final, run=run, log=log)
     result = average(paths)
-    ckpt.save(result, out)
-    if record:
-        records.write(
-            record,
-            "average",
-            {"steps": result["averaged_steps"], "interval": interval, "checkpoints": [str(p) for p in paths]},
-        )
+    with together():  # the model and its record, or neither
+        ckpt.save(result, out)
+        if record:
+            records.write(
+                record,
+                "average",
+                {"steps": result["averaged_steps"], "interval": interval, "checkpoints": [str(p) for p in paths]},
+            )
     log(f"averaged steps {result['averaged_steps']} -> {out}")
     return result
