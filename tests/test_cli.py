@@ -367,3 +367,33 @@ def test_a_json_option_with_a_key_given_twice_is_refused(option, capsys):
     assert main([command, *argv, option, '{"beam": 4, "beam": 5}']) == 2
     err = capsys.readouterr().err
     assert f"{option} is not valid JSON: the key 'beam' is given twice" in err and "Traceback" not in err
+
+
+AIAYN = [sys.executable, "-m", "aiayn"]
+PRINTING = {  # commands whose output is on stdout, long enough to meet a reader gone
+    "help": ["tables", "--help"],
+    "top help": ["--help"],
+    "params": ["params", "--config", str(ROOT / "config.yaml")],
+}
+
+
+@pytest.mark.parametrize("what", sorted(PRINTING))
+def test_a_reader_gone_ends_the_command_quietly(what):
+    """`python -m aiayn params | head -1`: the reader closes the pipe; the command stops as Unix
+    tools do, with SIGPIPE's status (141) and not a word on stderr."""
+    proc = subprocess.Popen([*AIAYN, *PRINTING[what]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    proc.stdout.close()  # before the command has written a byte: it starts in seconds
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert err == ""
+
+
+@pytest.mark.parametrize("what", sorted(PRINTING))
+def test_standard_output_on_a_full_disk_is_one_line_naming_it(what):
+    """`> /dev/full`: one line naming standard output, exit 2 (argparse alone drops a help text it
+    could not write and exits 0)."""
+    with open("/dev/full", "w") as full:
+        run = subprocess.run([*AIAYN, *PRINTING[what]], stdout=full, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    err = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(err) == 1, run.stderr
+    assert err[0].startswith("aiayn") and "standard output: no space left" in err[0], err

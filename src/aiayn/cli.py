@@ -110,6 +110,47 @@ class _Tee:
         return getattr(self.log, name)
 
 
+STDOUT = "standard output"
+EXIT_PIPE = 141  # 128 + SIGPIPE: what a shell reports for `cat big | head -1`'s cat
+
+
+class _Stdout:
+    """The process's stdout, whose failed writes name it (`STDOUT`): a full disk under `> file` or
+    a reader gone (`| head -1`) is then told from a failure of the command's own outputs."""
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+
+    def _named(self, write, *args):
+        try:
+            return write(*args)
+        except OSError as exc:
+            exc.filename, exc.filename2 = STDOUT, None
+            raise
+
+    def write(self, text: str) -> int:
+        return self._named(self.stream.write, text)
+
+    def writelines(self, lines) -> None:
+        return self._named(self.stream.writelines, lines)
+
+    def flush(self) -> None:
+        return self._named(self.stream.flush)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+def _stdout_gone() -> int:
+    """The reader of stdout has gone (a closed pipe): stop quietly, as Unix tools do, with SIGPIPE's
+    status; what is left in the buffer goes nowhere (Python would report it at exit otherwise)."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.__stdout__.fileno())
+        os.close(devnull)
+    return EXIT_PIPE
+
+
 @contextlib.contextmanager
 def log_to(path: str) -> Iterator[TextIO]:
     """`--log-to FILE`: while the command runs, what it prints on stdout (its progress lines) is
@@ -145,9 +186,18 @@ def log_to(path: str) -> Iterator[TextIO]:
             log.close()
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, but a help text that cannot be written (`--help > /dev/full`, `| head -1`)
+    fails as any other write to stdout does (argparse drops the error and exits 0)."""
+
+    def _print_message(self, message, file=None):
+        if message:
+            (file or sys.stderr).write(message)
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command, with the arguments of `command` (only its module is imported)."""
-    parser = argparse.ArgumentParser(prog="python -m aiayn", description=__doc__.splitlines()[0], allow_abbrev=False)
+    parser = _Parser(prog="python -m aiayn", description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"aiayn {described()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="<command>")
     for name, (module, help_) in COMMANDS.items():
@@ -235,11 +285,48 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
     code = None
+    wrapped = sys.stdout is sys.__stdout__ and sys.stdout is not None
+    if wrapped:
+        sys.stdout = _Stdout(sys.stdout)
     try:
-        code = _main(argv, command)
+        try:
+            code = _main(argv, command)
+        except SystemExit:  # argparse's --help and usage errors: their text flushed here too
+            if wrapped:
+                failed = _flushed(command)
+                if failed is not None:
+                    raise SystemExit(failed) from None
+            raise
+        if wrapped:  # what is still buffered fails here, not at exit where Python would only warn
+            failed = _flushed(command)
+            code = code if failed is None else failed
         return code
     finally:
+        if wrapped:
+            sys.stdout = sys.stdout.stream
         record_cost(command, argv, started, code)
+
+
+def _flushed(command: str | None) -> int | None:
+    """Flush stdout: None, or the exit code of its failure (`_stdout_failed`)."""
+    try:
+        sys.stdout.flush()
+    except OSError as exc:
+        return _stdout_failed(exc, command)
+    return None
+
+
+def _stdout_failed(exc: OSError, command: str | None) -> int:
+    """A write to stdout failed: a reader gone ends quietly (EXIT_PIPE); anything else (a full
+    disk under `> file`) is one line naming standard output."""
+    if isinstance(exc, BrokenPipeError):
+        return _stdout_gone()
+    said = explain(exc, [])
+    with contextlib.suppress(OSError):
+        print(f"aiayn{' ' + command if command else ''}: error: {said[0]}", file=sys.stderr, flush=True)
+    with contextlib.suppress(OSError, ValueError):  # nothing more is written to it at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno())
+    return said[1]
 
 
 def _main(argv: list[str], command: str | None) -> int:
@@ -266,6 +353,9 @@ def _main(argv: list[str], command: str | None) -> int:
                 EXIT_USER,
             )
         except (Exception, KeyboardInterrupt, Stopped) as exc:
+            if isinstance(exc, OSError) and exc.filename == STDOUT:
+                if isinstance(exc, BrokenPipeError):
+                    return _stdout_gone()
             said = explain(exc, inputs(command, args) if args is not None else [])
             if said is None:  # a bug of ours: its traceback is what to report
                 raise
