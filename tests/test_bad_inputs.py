@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import torch
 import toy
 import yaml
 from conftest import ROOT
@@ -226,6 +227,19 @@ def cmd(command: str, **options):
         return out
 
     return argv
+
+
+def empty_corpus(w: Path, t: Path) -> Path:
+    """An encoded corpus of no pairs, of the world's vocabularies (encode refuses to write one from
+    text; a script or another tool may)."""
+    import numpy as np
+
+    none = (np.zeros(0, np.uint16), np.zeros(1, np.int64))
+    binary.write(t / "empty.bin", none, none, dtype=np.uint16, meta=binary.read(w / "train.bin").header["meta"])
+    return t / "empty.bin"
+
+
+NO_GPU = not torch.cuda.is_available()  # --device cuda is a bad input only where there is none
 
 
 @dataclass
@@ -476,6 +490,9 @@ CASES = [
         "dev-b.bin was encoded with another source vocabulary",
         "last.pt",
     ),
+    Case("train: a corpus of no pairs", cmd("train", train=empty_corpus), "no sentence pairs, nothing to", "last.pt"),
+    Case("train: a dev set of no pairs", cmd("train", dev=empty_corpus), "nothing to measure the dev", "last.pt"),
+    *[Case("train: --device cuda without one", cmd("train", device="cuda"), "--device cuda: ", "last.pt")] * NO_GPU,
     # -- average -------------------------------------------------------------------------------------
     Case(
         "average: --last 0", cmd("average", last="0"), "argument --last: must be a whole number >= 1, not 0", "avg.pt"
@@ -549,6 +566,8 @@ CASES = [
         "out.txt",
     ),
     Case("translate: unknown device", cmd("translate", device="gpu9"), "--device", "out.txt"),
+    *[Case("translate: --device cuda without one", cmd("translate", device="cuda:1"), "--device cuda:1: ", "out.txt")]
+    * NO_GPU,
     # -- score ---------------------------------------------------------------------------------------
     Case(
         "score: two empty files",
@@ -760,3 +779,19 @@ def test_a_line_longer_than_learned_positions_is_cut_and_said(world, tmp_path, c
     out = capsys.readouterr().out
     assert "in.txt, line 2:" in out and "cut to the model's 63 positions" in out
     assert len((tmp_path / "out.txt").read_text().splitlines()) == 3
+
+
+@pytest.mark.parametrize("unset", [["MASTER_ADDR", "MASTER_PORT"], ["MASTER_PORT"]])
+def test_several_processes_without_a_meeting_place_are_one_line(unset, world, tmp_path, capsys, monkeypatch):
+    """RANK and WORLD_SIZE set by hand (or a launcher half set up), without torchrun's MASTER_ADDR /
+    MASTER_PORT: one line saying what is missing, not torch's rendezvous traceback."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "29999")
+    for name in unset:
+        monkeypatch.delenv(name)
+    assert cli.main(cmd("train")(world, tmp_path)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{' and '.join(unset)} {'are' if len(unset) > 1 else 'is'} not set" in err[0], err
+    assert "torchrun" in err[0] and not (tmp_path / "last.pt").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -400,6 +401,38 @@ def test_a_nonfinite_loss_is_said_with_its_learning_rate_and_gradient_norm(tmp_p
     assert "gradient norm nan" in warned[0]
 
 
+def test_a_corpus_written_over_under_a_training_is_named_not_read(tmp_path):
+    """`cp other.bin train.bin` while a training runs writes over the file its memory maps read: the
+    next batch would be another corpus's tokens (same size) or a SIGBUS (shorter). The training stops
+    before reading it, naming the file."""
+    path = toy.corpus(tmp_path / "train.bin", n=200, seed=0)
+    other = toy.corpus(tmp_path / "other.bin", n=200, seed=5).read_bytes()
+    original = path.read_bytes()
+    same_size = (other + original)[: len(original)]
+
+    def log(line: str) -> None:
+        if line.startswith("step 2/"):
+            with open(path, "r+b") as f:  # in place, as cp and shell redirections write
+                f.write(same_size)
+
+    trainer = toy.make_trainer(tmp_path, toy.settings(steps=6, log_interval=1, checkpoint_interval=3), log=log)
+    with pytest.raises(binary.EncodedError, match=r"train.bin: written over in place while this process reads it"):
+        run(trainer, False)
+
+
+def test_a_corpus_cut_short_in_place_is_named_before_a_batch_is_read(tmp_path):
+    corpus = binary.read(toy.corpus(tmp_path / "train.bin", n=50, seed=0))
+    collate(corpus, np.arange(4), pin=False)
+    os.truncate(corpus.path, 100)
+    with pytest.raises(binary.EncodedError, match=r"now 100 bytes, [\d,]+ when read"):
+        collate(corpus, np.arange(4), pin=False)
+    replaced = tmp_path / "new.bin"  # replaced whole (renamed over, as encode writes): no harm, maps keep the old
+    toy.corpus(replaced, n=50, seed=0)
+    corpus = binary.read(toy.corpus(tmp_path / "b.bin", n=50, seed=0))
+    os.replace(replaced, corpus.path)
+    collate(corpus, np.arange(4), pin=False)
+
+
 def test_tensorboard_events_beside_the_metrics(tmp_path):
     accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
     lines = []
@@ -417,6 +450,30 @@ def test_tensorboard_events_beside_the_metrics(tmp_path):
     assert [e.step for e in events.Scalars("train/grad_norm")] == [4, 8]
     assert [e.value for e in events.Scalars("train/loss")] == pytest.approx([r["loss"] for r in records.progress])
     assert [e.value for e in events.Scalars("dev/ppl")] == pytest.approx([r["dev_ppl"] for r in records.dev])
+
+
+def test_events_that_cannot_be_written_are_said_once_and_the_training_goes_on(tmp_path, capfd):
+    """The events' folder gone under a running training (a full disk acts alike): tensorboard's
+    writer thread fails; one line says so, no thread's traceback, and the training ends as usual."""
+    import shutil
+
+    pytest.importorskip("tensorboard")
+    folder = tmp_path / "tensorboard"
+    lines = []
+
+    def log(line: str) -> None:
+        lines.append(line)
+        if line.startswith("step 2/") and folder.exists():
+            shutil.rmtree(folder)
+
+    trainer = toy.make_trainer(tmp_path, toy.settings(steps=6, log_interval=1, checkpoint_interval=3), log=log)
+    trainer.files.tensorboard = folder
+    assert run(trainer, False) == EXIT_DONE
+    said = [line for line in lines if line.startswith("TensorBoard:")]
+    assert len(said) == 2 and "could not be written" in said[1] and "metrics.jsonl keeps every figure" in said[1], said
+    out, err = capfd.readouterr()
+    assert "Traceback" not in err and "Exception in thread" not in err, err
+    assert trainer.files.out.is_file() and len(metrics.read(trainer.files.metrics).progress) == 6
 
 
 def test_without_tensorboard_the_run_says_so_and_writes_none(tmp_path, monkeypatch):

@@ -103,9 +103,29 @@ class Corpus:
     src_offsets: np.ndarray
     tgt_tokens: np.ndarray
     tgt_offsets: np.ndarray
+    stamp: tuple | None = None  # (device, inode, size, mtime) of the file when it was read
 
     def __len__(self) -> int:
         return self.header["pairs"]
+
+    def unchanged(self) -> None:
+        """Raise EncodedError naming the file if it was written over in place since it was read: its
+        memory maps would then read another corpus, or past its new end, where the process dies of
+        SIGBUS without a word. Called before each batch is read (aiayn.training.batching.collate).
+        A file replaced whole (renamed over, as encode writes) or removed is no harm: the maps keep
+        the file that was read."""
+        if self.stamp is None:
+            return
+        try:
+            now = os.stat(self.path)
+        except OSError:
+            return
+        if (now.st_dev, now.st_ino) == self.stamp[:2] and (now.st_size, now.st_mtime_ns) != self.stamp[2:]:
+            raise EncodedError(
+                f"{self.path}: written over in place while this process reads it (now {now.st_size:,} bytes, "
+                f"{self.stamp[2]:,} when read): its memory maps would read another corpus or past its end; let encode "
+                "write corpora (it replaces a file whole), then run again (a training resumes from its checkpoint)"
+            )
 
     @property
     def src_lengths(self) -> np.ndarray:
@@ -207,6 +227,7 @@ def read(path: str | os.PathLike) -> Corpus:
     """The corpus of `path`, its layout checked and (when its header records one) its digest
     verified: a damaged or foreign file raises EncodedError naming it."""
     path = readable(path, "an encoded corpus")
+    before = _stamp(path)
     header = _header(path)
     _check_layout(path, header)
     if _digest(path, header) != header["digest"]:
@@ -223,4 +244,11 @@ def read(path: str | os.PathLike) -> Corpus:
         offsets, tokens = arrays[f"{side}_offsets"], arrays[f"{side}_tokens"]
         if offsets[0] != 0 or offsets[-1] != len(tokens):
             raise _damaged(path, f"{side} offsets run from {offsets[0]} to {offsets[-1]} over {len(tokens)} tokens")
-    return Corpus(path=path, header=header, **arrays)
+    corpus = Corpus(path=path, header=header, **arrays, stamp=before)
+    corpus.unchanged()  # not written over while its digest was computed
+    return corpus
+
+
+def _stamp(path: Path) -> tuple:
+    info = os.stat(path)
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)

@@ -80,6 +80,7 @@ def _gather(
 
 def collate(corpus: Corpus, indices: np.ndarray, pin: bool | None = None) -> Batch:
     """Pad the pairs `indices` of `corpus` into one Batch (in pinned memory when a GPU is there)."""
+    corpus.unchanged()  # a file written over under its memory maps: named here, not a SIGBUS
     indices = np.asarray(indices)
     B, every = len(indices), np.arange(len(indices))
     rows, cols, toks, src_len = _gather(corpus.src_tokens, corpus.src_offsets, indices)

@@ -6,12 +6,37 @@ checkpoint.
 Optional: written only where the `tensorboard` package is installed (`pip install
 "aiayn[tensorboard]"`); without it the run says so once and writes none (metrics.jsonl has every
 figure either way). Only the main process writes. A resumed run purges the events past the step it
-resumes from, so that a run killed after its last checkpoint shows no curve twice.
+resumes from, so that a run killed after its last checkpoint shows no curve twice. Events that
+cannot be written (a full disk, a folder gone) are said in one line and stop; the training goes on
+(its checkpoints meet the same disk and say so if they cannot be written).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
+
+_hooked = False
+
+
+def _quiet_writer_thread() -> None:
+    """tensorboard's writer thread re-raises a failed write, which Python prints as a traceback from
+    "Thread-1"; the same error reaches the main thread at the next write, where Board says it in one
+    line. Leave that thread's failures to the main thread; every other thread's are printed as before."""
+    global _hooked
+    if _hooked:
+        return
+    previous = threading.excepthook
+
+    def hook(args) -> None:
+        if type(args.thread).__name__ == "_AsyncWriterThread" and issubclass(args.exc_type, Exception):
+            return
+        previous(args)
+
+    threading.excepthook = hook
+    _hooked = True
+
 
 TRAIN = {
     "loss": "train/loss",
@@ -39,17 +64,38 @@ class Board:
                 '(pip install "aiayn[tensorboard]" to watch the run there)'
             )
             return
-        self.writer = SummaryWriter(str(folder), purge_step=step + 1 if step else None)
+        self.folder, self.log = folder, log
+        _quiet_writer_thread()
+        try:
+            self.writer = SummaryWriter(str(folder), purge_step=step + 1 if step else None)
+        except Exception as exc:
+            self._failed(exc)
+            return
         log(f"TensorBoard: events in {folder} (tensorboard --logdir {folder})")
+
+    def _failed(self, exc: Exception) -> None:
+        """Events stop, said once; the training goes on."""
+        self.writer = None
+        why = f"{exc.strerror or exc}" if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
+        self.log(
+            f"TensorBoard: events in {self.folder} could not be written ({why}); none are written from here on, "
+            "metrics.jsonl keeps every figure"
+        )
 
     def _write(self, names: dict, record: dict, step: int) -> None:
         if self.writer is None:
             return
-        for key, tag in names.items():
-            value = record.get(key)
-            if value is not None:
-                self.writer.add_scalar(tag, value, step)
-        self.writer.flush()
+        try:
+            for key, tag in names.items():
+                value = record.get(key)
+                if value is not None:
+                    self.writer.add_scalar(tag, value, step)
+            self.writer.flush()
+        except Exception as exc:
+            writer = self.writer
+            self._failed(exc)
+            with contextlib.suppress(Exception):
+                writer.close()
 
     def progress(self, record: dict) -> None:
         """A progress record of metrics.jsonl (aiayn.training.progress)."""
@@ -61,5 +107,8 @@ class Board:
 
     def close(self) -> None:
         if self.writer is not None:
-            self.writer.close()
-            self.writer = None
+            writer, self.writer = self.writer, None
+            try:
+                writer.close()
+            except Exception as exc:
+                self._failed(exc)

@@ -53,6 +53,13 @@ def setup(device: str = "auto") -> Env:
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
     if world > 1 and not dist.is_initialized():
+        missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(name)]
+        if missing:
+            raise UserError(
+                f"WORLD_SIZE={world} and RANK={rank} ask for a job of several processes, but {' and '.join(missing)} "
+                f"{'are' if len(missing) > 1 else 'is'} not set (where the processes meet): launch through torchrun "
+                "(it sets them), or unset WORLD_SIZE and RANK to train in one process"
+            )
         dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
     return Env(rank, world, dev, agents=environment("GROUP_WORLD_SIZE", 1))
 

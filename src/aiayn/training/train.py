@@ -342,6 +342,12 @@ def train_job(
     settings = resolve.read(settings_path)
     train = binary.read(train_path)
     dev = binary.read(dev_path) if dev_path else None
+    for corpus, what in ((train, "train on"), (dev, "measure the dev perplexity on")):
+        if corpus is not None and corpus.header["pairs"] == 0:
+            raise UserError(
+                f"{corpus.path}: an encoded corpus of no sentence pairs, nothing to {what}; check the text it was "
+                "encoded from (and `cleaning:`), then rerun its prepare and encode steps"
+            )
     check_vocabularies(train, dev, {"src": spm_src, "tgt": spm_tgt})
     env = setup(device)
     checkpoints = Path(checkpoints)
