@@ -149,9 +149,15 @@ def linearize(tree: Tree) -> str:
 def delinearize(sequence: str, words: list[str], fill: str = "XX") -> Tree:
     """A valid tree over exactly `words` from a (possibly malformed) linearized sequence.
 
-    Unmatched closing brackets are ignored, open ones are closed at the end, leaves beyond the
-    words are dropped, missing leaves are added (POS `fill`) at the end of the outermost
-    constituent, and constituents left without words are removed. Returns the tree under TOP.
+    A closing bracket closes the innermost open constituent of its label (and any opened inside it
+    and left open); one whose label is open nowhere is ignored (a bare `)` closes the innermost).
+    Open ones are closed at the end, leaves beyond the words are dropped, missing leaves are added
+    (POS `fill`) at the end of the outermost constituent, and constituents left without words are
+    removed. Returns the tree under TOP.
+
+    The label says which constituent the model closes: `(S (NP XX )NP (VP XX XX )NP )VP XX )S`
+    has a stray `)NP` inside the VP; closing one constituent per bracket whatever its label would
+    close the VP there and the S at `)VP`, leaving the last word outside every constituent.
     """
     root = Tree("TOP")
     stack, i = [root], 0
@@ -160,9 +166,11 @@ def delinearize(sequence: str, words: list[str], fill: str = "XX") -> Tree:
             node = Tree(token[1:])
             stack[-1].children.append(node)
             stack.append(node)
-        elif token.startswith(")") and len(token) > 0:
-            if len(stack) > 1:
-                stack.pop()
+        elif token.startswith(")"):
+            label = token[1:]
+            open_at = [n for n in range(1, len(stack)) if not label or stack[n].label == label]
+            if open_at:
+                del stack[open_at[-1] :]
         elif i < len(words):
             stack[-1].children.append(Tree(token, word=words[i]))
             i += 1
