@@ -265,3 +265,25 @@ def test_the_check_builds_the_trainers_initial_model(tmp_path):
     trainer = toy.make_trainer(tmp_path, toy.settings(seed=7))
     checked = check.initial_model(toy.settings(seed=7), trainer.train_data)
     toy.assert_same_weights(checked.state_dict(), trainer.model.state_dict())
+
+
+def test_the_checked_code_is_the_code_that_builds_and_trains_a_model(tmp_path):
+    """check.json records `checked_code()`: it changes with the model, the trainer, the loss or the
+    schedule, and not with the report or the commands (whose change leaves every check valid)."""
+    import shutil
+
+    from aiayn.study.code import PACKAGE, checked_code
+
+    copy = tmp_path / "aiayn"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    before = checked_code(copy)
+    assert before == checked_code() and before.startswith("code-sha256:")
+    for name in ("model/transformer.py", "training/objective.py", "training/train.py", "runtime/schedule.py"):
+        path = copy / name
+        original = path.read_bytes()
+        path.write_bytes(original + b"\n# changed\n")
+        assert checked_code(copy) != before, name
+        path.write_bytes(original)
+    for name in ("report/tables.py", "cli.py", "evaluation/translate.py"):
+        (copy / name).write_bytes((copy / name).read_bytes() + b"\n# changed\n")
+    assert checked_code(copy) == before

@@ -397,6 +397,30 @@ def test_rebuilt_identical_vocabularies_throw_away_no_training(demo_clone, tmp_p
 
 
 @pytest.mark.slow
+def test_changed_model_code_reruns_every_check_and_retrains_nothing(demo_clone, tmp_path):
+    """A line of the model's code changed after the demo (a copy of its clone, with src/ a copy):
+    the dry-run plans the check of every trained experiment again (their check.json record other
+    code) and no training, decoding or table (a check is an ancient input of training)."""
+    work = tmp_path / "work"
+    shutil.copytree(demo_clone, work, symlinks=True)
+    (work / "src").unlink()
+    shutil.copytree(ROOT / "src", work / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    results = work / "results/demo"
+    checked = sorted(p.parent.name for p in results.glob("*/check.json"))
+    assert checked and all(
+        json.loads((results / name / "check.json").read_text())["code"].startswith("code-sha256:") for name in checked
+    )
+    unchanged = demo(work, "-n")
+    assert unchanged.returncode == 0 and not job_counts(planned_jobs(unchanged.stdout + unchanged.stderr))
+    model = work / "src/aiayn/model/transformer.py"
+    model.write_text(model.read_text() + "\n# a change a person makes\n")
+    plan = demo(work, "-n", "-p")
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    jobs = planned_jobs(plan.stdout + plan.stderr)
+    assert job_counts(jobs) == {"check": len(checked)}, job_counts(jobs)
+
+
+@pytest.mark.slow
 def test_export_through_the_dag_loads_in_transformers(demo_clone, demo_results):
     """`snakemake --profile profiles/demo results/demo/base/hf` after the demo: a folder transformers
     loads and decodes with, its card carrying the run's score, and the CTranslate2 model beside it."""

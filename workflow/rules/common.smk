@@ -18,6 +18,7 @@ shell.prefix(
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 
+from aiayn.study.code import checked_code
 from aiayn.study.config import ConfigError, from_command_line, validate
 from aiayn.study.grid import Study, sources_line
 from aiayn.study.launch import LaunchError, launcher
@@ -35,6 +36,7 @@ for _reason in STUDY.skipped.values():
     logger.warning(f"config: {_reason}")
 
 LAYOUT = STUDY.layout
+CHECKED_CODE = checked_code()
 # which config files define this study, for the tables' first line
 STUDY_SOURCES = sources_line(
     [str(f) for f in workflow.overwrite_configfiles or []],

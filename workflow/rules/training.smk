@@ -32,6 +32,10 @@ rule check:
     resources:
         mem_mb=8000,
         runtime=15,
+    params:
+        # the modules that build and train the model (aiayn.study.code): changed, every check runs
+        # again (train takes check.json as ancient: nothing is retrained for it)
+        code=CHECKED_CODE,
     shell:
         "python -m aiayn check --settings {input.settings:q} --train {input.train:q} --out {output:q}"
         " --log-to {log:q} 2>> {log:q}"

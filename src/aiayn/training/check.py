@@ -46,6 +46,7 @@ from aiayn.model.hparams import ModelConfig
 from aiayn.model.transformer import MultiHeadAttention, Transformer, build
 from aiayn.runtime import records
 from aiayn.study import resolve
+from aiayn.study.code import checked_code
 from aiayn.training.batching import Batch, collate
 from aiayn.training.objective import label_smoothed_loss, optimizer_and_schedule
 from aiayn.training.train import check_positions
@@ -446,6 +447,7 @@ def check_job(settings_path, train_path, out, *, log=print, detail=None) -> int:
             "experiment": settings["name"],
             "passed": True,
             "aiayn": described(),
+            "code": checked_code(),
             "model": model.cfg.to_dict(),
             "pairs": int(batch.src.size(0)),
             "checks": [c.record() for c in found],
