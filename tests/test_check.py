@@ -14,6 +14,7 @@ import sys
 import pytest
 import torch
 import toy
+from conftest import ROOT
 
 from aiayn.data import binary
 from aiayn.errors import UserError
@@ -30,11 +31,14 @@ NAMES = [
     "padding",
     "attention_logits",
     "embedding_scale",
+    "positional_encoding",
     "shifted_input",
     "tied_weights",
     "schedule",
     "label_smoothing",
 ]
+STEP = ["step_decoder_input", "step_smoothing", "step_future", "step_gradients"]  # aiayn.training.step_check
+ALL = NAMES + STEP
 
 
 @pytest.fixture(scope="module")
@@ -216,10 +220,19 @@ def torch_smoothing(logits, target, eps):
     )
 
 
-@pytest.mark.parametrize("loss", [smoothing_over_every_class, torch_smoothing])
-def test_label_smoothing_fails_on_a_target_that_is_not_the_papers(corpus, loss):
+def smoothing_lost(logits, target, eps):
+    """eps_ls dropped on the way to the loss (a one-hot target)."""
+    return torch.nn.functional.cross_entropy(logits.flatten(0, 1), target.flatten(), reduction="sum")
+
+
+@pytest.mark.parametrize(
+    "loss, cause",
+    [(smoothing_over_every_class, "no distribution (it sums to"), (torch_smoothing, "torch's label_smoothing=eps_ls"),
+     (smoothing_lost, "no smoothing: eps_ls = 0.1 lost")],
+)  # fmt: skip
+def test_label_smoothing_fails_on_a_target_that_is_not_the_papers_naming_its_cause(corpus, loss, cause):
     c = outcome(model_of(), batch_of(corpus), loss=loss)["label_smoothing"]
-    assert not c.passed
+    assert not c.passed and cause in c.cause, c.line()
 
 
 # -- the command -------------------------------------------------------------------------------------------
@@ -233,16 +246,17 @@ def test_check_command_writes_every_figure(tmp_path):
     proc = subprocess.run(cmd, capture_output=True, text=True, env=toy.env_for_subprocess(), timeout=120)
     assert proc.returncode == 0, proc.stderr
     record = records.read(out, "check")
-    assert [c["check"] for c in record["checks"]] == NAMES
+    assert [c["check"] for c in record["checks"]] == ALL
     assert all(c["passed"] for c in record["checks"])
     # by hand: every check's line and the verdict on stdout; stderr keeps to a failure's one line
-    assert proc.stdout.count(": ok (") == len(NAMES) and "all 8 checks passed" in proc.stdout and not proc.stderr
+    assert proc.stdout.count(": ok (") == len(ALL) and f"all {len(ALL)} checks passed" in proc.stdout
+    assert not proc.stderr
     # as a rule runs it (--log-to): the checks' lines in the log only, the verdict on the terminal too
     log = tmp_path / "check.log"
     proc = subprocess.run([*cmd, "--log-to", str(log)], capture_output=True, text=True, env=toy.env_for_subprocess(),
                           timeout=120)  # fmt: skip
-    assert proc.returncode == 0 and ": ok (" not in proc.stdout and "all 8 checks passed" in proc.stdout
-    assert log.read_text().count(": ok (") == len(NAMES) and not proc.stderr
+    assert proc.returncode == 0 and ": ok (" not in proc.stdout and f"all {len(ALL)} checks passed" in proc.stdout
+    assert log.read_text().count(": ok (") == len(ALL) and not proc.stderr
 
 
 def test_a_failed_check_stops_with_one_line_and_writes_nothing(tmp_path, monkeypatch):
@@ -287,3 +301,113 @@ def test_the_checked_code_is_the_code_that_builds_and_trains_a_model(tmp_path):
     for name in ("report/tables.py", "cli.py", "evaluation/translate.py"):
         (copy / name).write_bytes((copy / name).read_bytes() + b"\n# changed\n")
     assert checked_code(copy) == before
+
+
+# -- bugs written into the source, as a person writes them ------------------------------------------------
+# (file under src/aiayn, the text as it is, the text with the bug): each case runs `python -m aiayn
+# check` on a copy of the package with that one edit, and the one line must name the check, the figure,
+# where, and the cause that fits it
+SOURCE_BUGS = {
+    "the target passed as the decoder input": (
+        "training/train.py", "logits = module(batch.src, batch.tgt_in)", "logits = module(batch.src, batch.tgt_out)",
+        "step_decoder_input", ["the target itself passed as the decoder input"],
+    ),
+    "eps_ls lost on the way to the loss": (
+        "training/train.py", 'loss = label_smoothed_loss(logits, batch.tgt_out, self.tr["eps_ls"])',
+        'loss = label_smoothed_loss(logits, batch.tgt_out, self.tr.get("label_smoothing", 0.0))',
+        "step_smoothing", ["puts 1 of its weight on the reference", "no smoothing: eps_ls = 0.1 lost"],
+    ),
+    "torch's smoothing convention": (
+        "training/objective.py", "smoothing = eps_ls * V / (V - 1) if V > 1 else 0.0", "smoothing = eps_ls",
+        "label_smoothing", ["with 0.904167 on the reference", "torch's label_smoothing=eps_ls convention"],
+    ),
+    "positions added twice": (
+        "model/transformer.py", "x = F.embedding(tokens, self.weight) * self.scale  #",
+        "x = F.embedding(tokens, self.weight) * self.scale + self.positions(tokens.size(1), offset, tokens.device)  #",
+        "positional_encoding", ["source 2", "added twice"],
+    ),
+    "positions never added": (
+        "model/transformer.py", "return self.dropout(x + pos.to(x.dtype))", "return self.dropout(x)",
+        "positional_encoding", ["source 0", "no positional encoding added"],
+    ),
+    "no causal mask": (
+        "model/transformer.py", "self.self_attn(y, y, causal=True)", "self.self_attn(y, y)",
+        "future_leakage", ["first in decoder layer 1 (its self-attention)", "causal mask"],
+    ),
+    "a causal mask only outside training": (
+        "model/transformer.py", "self.self_attn(y, y, causal=True)", "self.self_attn(y, y, causal=not self.training)",
+        "step_future", ["first in decoder layer 1's self-attention", "a causal mask the training step does not apply"],
+    ),
+    "no padding mask in the encoder-decoder attention": (
+        "model/transformer.py", "self.cross_attn(y, memory, src_mask)", "self.cross_attn(y, memory)",
+        "padding", ["first in decoder layer 1's encoder-decoder attention", "not passed to decoder layer 1's"],
+    ),
+    "attention scaled twice": (
+        "model/transformer.py", "q = self.split(self.W_q(x), self.d_k)",
+        "q = self.split(self.W_q(x), self.d_k) * self.scale",
+        "attention_logits", ["applied scale x sqrt(d_k) = 0.3536", "scaled twice"],
+    ),
+    "the encoder's output detached": (
+        "model/transformer.py", "return self.encoder_norm(x), mask", "return self.encoder_norm(x).detach(), mask",
+        "step_gradients", ["none reached encoder.0", "the graph cut before them"],
+    ),
+}  # fmt: skip
+HARMLESS = {
+    "attention written out (softmax, not the fused kernel)": (
+        "model/transformer.py",
+        "return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal, scale=self.scale)",  # noqa: E501
+        "return F.dropout(attention_weights(q, k, mask, causal, self.scale), p) @ v",
+    ),
+    "the sinusoids by exp and log": (
+        "model/transformer.py",
+        "angle = pos / torch.pow(10000.0, torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)",
+        "angle = pos * torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))",
+    ),
+    "the sinusoids in halves (tensor2tensor's layout)": (
+        "model/transformer.py",
+        "pe[:, 0::2] = torch.sin(angle)\n    pe[:, 1::2] = torch.cos(angle)",
+        "pe[:, : d_model // 2] = torch.sin(angle)\n    pe[:, d_model // 2 :] = torch.cos(angle)",
+    ),
+}
+
+
+def check_with_edit(tmp_path, file: str, old: str, new: str) -> subprocess.CompletedProcess:
+    """`python -m aiayn check` of a two-layer toy experiment, run from a copy of the package with
+    `old` replaced by `new` in `file`."""
+    import shutil
+
+    package = tmp_path / "src" / "aiayn"
+    shutil.copytree(ROOT / "src" / "aiayn", package, ignore=shutil.ignore_patterns("__pycache__"))
+    path = package / file
+    text = path.read_text()
+    assert text.count(old) == 1, f"{file}: the text to change is not there once: {old}"
+    path.write_text(text.replace(old, new))
+    settings = toy.settings()
+    settings["model"] = {**settings["model"], "N": 2}
+    (tmp_path / "experiment.json").write_text(json.dumps(settings))
+    toy.corpus(tmp_path / "train.bin", n=40)
+    env = {**toy.env_for_subprocess(), "PYTHONPATH": str(tmp_path / "src")}
+    cmd = [sys.executable, "-m", "aiayn", "check", "--settings", str(tmp_path / "experiment.json"),
+           "--train", str(tmp_path / "train.bin"), "--out", str(tmp_path / "check.json")]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bug", sorted(SOURCE_BUGS))
+def test_a_bug_written_into_the_source_fails_its_check_naming_where_and_why(bug, tmp_path):
+    file, old, new, name, said = SOURCE_BUGS[bug]
+    run = check_with_edit(tmp_path, file, old, new)
+    err = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(err) == 1, run.stderr[-3000:]
+    assert f"check {name} failed: " in run.stdout + run.stderr, run.stdout[-3000:]
+    line = next(x for x in (run.stdout + run.stderr).splitlines() if x.startswith(f"check {name} failed: "))
+    assert all(s in line for s in said), line
+    assert not (tmp_path / "check.json").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rewrite", sorted(HARMLESS))
+def test_a_harmless_rewrite_passes_every_check(rewrite, tmp_path):
+    run = check_with_edit(tmp_path, *HARMLESS[rewrite])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert f"all {len(ALL)} checks passed" in run.stdout

@@ -31,6 +31,7 @@ run each check on a model broken the way practitioners break it, and see it fail
 
 from __future__ import annotations
 
+import gc
 import math
 from dataclasses import dataclass, field
 
@@ -127,7 +128,7 @@ def _change(a: torch.Tensor, b: torch.Tensor) -> float:
 def future_leakage(model: Transformer, batch: Batch, generator: torch.Generator) -> Check:
     V, T = model.cfg.tgt_vocab, batch.tgt_in.size(1)
     before = decoder_outputs(model, batch.src, batch.tgt_in)
-    worst, where = 0.0, (0, 0)
+    worst, where, first = 0.0, (0, 0), None  # first: (layer, position, change) of the lowest layer that leaks
     positions = [i for i in sorted({0, (T - 1) // 2, T - 2}) if 0 <= i < T - 1]
     for i in positions:
         changed = batch.tgt_in.clone()
@@ -138,14 +139,20 @@ def future_leakage(model: Transformer, batch: Batch, generator: torch.Generator)
             change = _change(a[:, : i + 1], b[:, : i + 1])
             if change > worst:
                 worst, where = change, (layer, i)
+            if change > LEAK_TOLERANCE and (first is None or layer < first[0]):
+                first = (layer, i, change)
     layers = len(before) - 1
-    at = "the logits" if where[0] == layers else f"decoder layer {where[0] + 1}"
     said = ", ".join(map(str, positions))
-    figure = (
-        f"changing the target after position {where[1]} changed {at} at or before it by {worst:.2g}"
-        if worst > LEAK_TOLERANCE
-        else f"changing the target after positions {said} changed no output at or before them (largest {worst:.2g})"
-    )
+    if first is not None:  # the layer where it starts: each layer above reads that one's output
+        at = "the logits" if first[0] == layers else f"decoder layer {first[0] + 1}'s output"
+        where = (first[0], first[1])
+        origin = "the projection" if first[0] == layers else f"decoder layer {first[0] + 1} (its self-attention)"
+        figure = (
+            f"changing the target after position {first[1]} changed {at} at or before it by {first[2]:.2g}, "
+            f"first in {origin}"
+        )
+    else:
+        figure = f"changing the target after positions {said} changed no output at or before them (largest {worst:.2g})"
     return Check(
         "future_leakage",
         worst <= LEAK_TOLERANCE,
@@ -157,22 +164,60 @@ def future_leakage(model: Transformer, batch: Batch, generator: torch.Generator)
     )
 
 
+def _layer_outputs(layers, run) -> list[torch.Tensor]:
+    """The output of each module of `layers` during `run()`."""
+    seen: list[torch.Tensor] = []
+    hooks = [layer.register_forward_hook(lambda m, i, out: seen.append(out.detach())) for layer in layers]
+    try:
+        run()
+    finally:
+        for h in hooks:
+            h.remove()
+    return seen
+
+
 def padding(model: Transformer, batch: Batch) -> Check:
+    """Padding appended to the source changes nothing; where it does, the first layer it changes is
+    named: an encoder layer (its self-attention reads the padding) or, the encoder untouched, a
+    decoder layer (its encoder-decoder attention does)."""
     src = batch.src
     padded = torch.cat([src, torch.full((src.size(0), 3), PAD, dtype=src.dtype)], dim=1)
+    real = (src != PAD).unsqueeze(-1)
+    T = src.size(1)
+    enc_before = _layer_outputs(model.encoder, lambda: model.encode(src))
+    enc_after = _layer_outputs(model.encoder, lambda: model.encode(padded))
+    enc_changes = [_change(a * real, b[:, :T] * real) for a, b in zip(enc_before, enc_after)]
     memory, _ = model.encode(src)
     memory_padded, _ = model.encode(padded)
-    real = (src != PAD).unsqueeze(-1)
-    enc = _change(memory * real, memory_padded[:, : src.size(1)] * real)
+    enc = _change(memory * real, memory_padded[:, :T] * real)
+    dec_before = _layer_outputs(model.decoder, lambda: model(src, batch.tgt_in))
+    dec_after = _layer_outputs(model.decoder, lambda: model(padded, batch.tgt_in))
+    dec_changes = [_change(a, b) for a, b in zip(dec_before, dec_after)]
     dec = _change(model(src, batch.tgt_in), model(padded, batch.tgt_in))
     worst = max(enc, dec)
+    leaking_enc = [n for n, c in enumerate(enc_changes) if c > LEAK_TOLERANCE]
+    leaking_dec = [n for n, c in enumerate(dec_changes) if c > LEAK_TOLERANCE]
+    if leaking_enc:
+        where = f"encoder layer {leaking_enc[0] + 1}'s self-attention"
+        cause = f"the padding mask not applied in {where} (it attends to the padding): results depend on the batch"
+    elif leaking_dec:
+        where = f"decoder layer {leaking_dec[0] + 1}'s encoder-decoder attention"
+        cause = (
+            f"the source padding mask not passed to {where} (the encoder's output at the padding is read): "
+            "results depend on the batch"
+        )
+    else:
+        where, cause = "", "the padding mask not applied (attention reads the padding): results depend on the batch"
+    figure = f"3 padding tokens appended to the source changed the encoder output by {enc:.2g}, the logits by {dec:.2g}"
+    if where:
+        figure += f", first in {where}"
     return Check(
         "padding",
         worst <= LEAK_TOLERANCE,
-        f"3 padding tokens appended to the source changed the encoder output by {enc:.2g}, the logits by {dec:.2g}",
+        figure,
         f"no change (at most {LEAK_TOLERANCE:g})",
-        "the encoder's padding mask not applied (attention reads the padding): results depend on the batch",
-        {"encoder_change": enc, "logits_change": dec},
+        cause,
+        {"encoder_change": enc, "logits_change": dec, "where": where},
     )
 
 
@@ -181,7 +226,8 @@ def attention_logits(model: Transformer, batch: Batch) -> Check:
     are then recomputed by its own kernel with V = I (so that they are the weights it applies,
     whatever it does), their logits read back as log-weights centred per query."""
     caught: list[tuple[str, MultiHeadAttention, tuple]] = []
-    originals = {}
+    inputs: dict[str, tuple] = {}  # what each attention was called with: its queries' and keys' inputs
+    originals, hooks = {}, []
     for name, module in model.named_modules():
         if isinstance(module, MultiHeadAttention):
             originals[name] = module.attend
@@ -191,14 +237,29 @@ def attention_logits(model: Transformer, batch: Batch) -> Check:
                 return _attend(q, k, v, mask, causal)
 
             module.attend = spy
+            hooks.append(module.register_forward_pre_hook(lambda m, args, _name=name: inputs.setdefault(_name, args)))
     try:
         model(batch.src, batch.tgt_in)
     finally:
+        for h in hooks:
+            h.remove()
         for name, module in model.named_modules():
             if name in originals:
                 del module.attend  # the class's method again
-    variances, scales = {}, {}
+    variances, scales, before = {}, {}, {}
     for name, module, (q, k, mask, causal) in caught:
+        # a scale applied to the queries or keys before the kernel (a second 1/sqrt(d_k)) counts too:
+        # q and k against the projections of the attention's own inputs
+        pre = 1.0
+        if name in inputs and len(inputs[name]) >= 2:
+            x, memory = inputs[name][0], inputs[name][1]
+            for got, ref in (
+                (q, module.split(module.W_q(x), module.d_k)),
+                (k, module.split(module.W_k(memory), module.d_k)),
+            ):
+                if got.shape == ref.shape and float(ref.double().square().sum()) > 0:
+                    pre *= float((got.double() * ref.double()).sum() / ref.double().square().sum())
+        before[name] = pre
         S = k.size(-2)
         eye = torch.eye(S, dtype=q.dtype).expand(*k.shape[:-1], S)  # (B, h, S, S)
         weights = module.kernel(q, k, eye, mask, causal, 0.0)  # (B, h, T, S)
@@ -212,7 +273,7 @@ def attention_logits(model: Transformer, batch: Batch) -> Check:
         log_var = _row_variance(logits, kept, n, rows)
         raw_var = _row_variance(torch.where(kept, raw, 0.0), kept, n, rows)
         scale = float((log_var.sum() / raw_var.sum()).sqrt())
-        scales[name] = scale * math.sqrt(module.d_k)
+        scales[name] = scale * pre * math.sqrt(module.d_k)
         # footnote 4's variance: of the logits as applied, over every (query, key) pair of a head
         variances[name] = [float(raw[:, j][kept[:, j]].double().square().mean() * scale**2) for j in range(raw.size(1))]
     all_var = [v for vs in variances.values() for v in vs]
@@ -225,17 +286,45 @@ def attention_logits(model: Transformer, batch: Batch) -> Check:
         f"{len(all_var)} heads); applied scale x sqrt(d_k) = {worst_scale[1]:.4g} ({worst_scale[0]})"
     )
     d_k, d_model = model.cfg.d_k, model.cfg.d_model
+    cause = (
+        scale_cause(worst_scale[1], d_k, d_model)
+        if off_scale
+        else "an initialisation far from unit variance (projection weights too large or too small)"
+    )
     return Check(
         "attention_logits",
         not off_scale and low <= median <= high,
         figure,
         f"a median variance about 1 ({low:g}..{high:g}) and scale 1/sqrt(d_k) = 1/{math.sqrt(d_k):.4g} exactly",
-        f"the dot products scaled by d_model or sqrt(d_model) = {math.sqrt(d_model):.4g} instead of sqrt(d_k): "
-        "softmax saturates or flattens, the loss diverges or learns slowly"
-        if off_scale
-        else "an initialisation far from unit variance (projection weights too large or too small)",
-        {"median_variance": median, "variance": variances, "scale_times_sqrt_dk": scales},
+        cause,
+        {"median_variance": median, "variance": variances, "scale_times_sqrt_dk": scales, "before_kernel": before},
     )
+
+
+def scale_cause(measured: float, d_k: int, d_model: int) -> str:
+    """The usual mistake whose scale (times sqrt(d_k)) is nearest the `measured` one."""
+    tail = "softmax saturates or flattens, the loss diverges or learns slowly"
+    known = [
+        (
+            1 / math.sqrt(d_k),
+            f"the dot products scaled twice, by 1/sqrt(d_k) before the kernel and again in it: {tail}",
+        ),
+        (math.sqrt(d_k), f"the dot products not scaled at all (no 1/sqrt(d_k)): {tail}"),
+        (
+            math.sqrt(d_k / d_model),
+            f"the dot products scaled by d_model or sqrt(d_model) = {math.sqrt(d_model):.4g} "
+            f"instead of sqrt(d_k): {tail}",
+        ),  # fmt: skip
+        (
+            math.sqrt(d_k) / d_model,
+            f"the dot products scaled by d_model or sqrt(d_model) = {math.sqrt(d_model):.4g} "
+            f"instead of sqrt(d_k): {tail}",
+        ),  # fmt: skip
+    ]
+    distance, said = min((abs(math.log(max(measured, 1e-30) / s)), c) for s, c in known)
+    if distance > math.log(1.5):
+        return f"the dot products scaled by {measured / math.sqrt(d_k):.4g} instead of 1/sqrt(d_k): {tail}"
+    return said
 
 
 def _row_variance(values, kept, n, rows) -> torch.Tensor:
@@ -270,6 +359,69 @@ def embedding_scale(model: Transformer, batch: Batch) -> Check:
         if worst[1] < low
         else "the embeddings scaled twice, or drawn too wide, so they drown the positions",
         {"ratio": ratios},
+    )
+
+
+POSITIONS_TOLERANCE = 0.05  # the measured positional component's size over the table's, around 1
+
+
+def paper_table(length: int, d_model: int) -> torch.Tensor:
+    """§3.5's sinusoids, PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...),
+    computed here on their own (float64), not by the model's code."""
+    pos = np.arange(length, dtype=np.float64)[:, None]
+    rates = 10000.0 ** (-np.arange(0, d_model, 2, dtype=np.float64) / d_model)
+    table = np.zeros((length, d_model))
+    table[:, 0::2], table[:, 1::2] = np.sin(pos * rates), np.cos(pos * rates)
+    return torch.from_numpy(table)
+
+
+def positional_encoding(model: Transformer) -> Check:
+    """The positional component of each side's embedding output, measured apart from the token's:
+    one token at every position, so that out[p] - out[0] = PE[p] - PE[0] whatever the embedding
+    does to the token. Its size over that of the table the settings imply (§3.5's sinusoids, or the
+    learned table) is 1 when the positions are added once: 2 twice, 0 never, sqrt(d_model) scaled
+    with the embeddings. (Sizes, not the values: the table's layout, sines and cosines interleaved
+    or in halves, is a harmless rewrite.)"""
+    cfg = model.cfg
+    learned = cfg.positional == "learned"
+    length = min(LONGEST, cfg.max_positions)
+    ratios = {}
+    for side, embed in (("source", model.src_embed), ("target", model.tgt_embed)):
+        tokens = torch.full((1, length), min(EOS + 1, embed.weight.size(0) - 1), dtype=torch.long)
+        with torch.no_grad():
+            out = embed(tokens)[0].double()
+        table = embed.learned.weight[:length].detach().double() if learned else paper_table(length, cfg.d_model)
+        want = (table[1:] - table[0]).norm()
+        ratios[side] = float((out[1:] - out[0]).norm() / want) if want > 0 else float("nan")
+    worst = max(ratios.items(), key=lambda kv: abs(kv[1] - 1))
+    passed = all(abs(r - 1) <= POSITIONS_TOLERANCE for r in ratios.values())
+    r = worst[1]
+    if r < 0.5:
+        cause = (
+            f"no positional encoding added to the {worst[0]} embeddings: the model cannot tell the order of the words"
+        )
+    elif abs(r - 2) < 0.25:
+        cause = (
+            f"the positional encoding added twice to the {worst[0]} embeddings (in the embedding and again after it)"
+        )
+    elif abs(math.log(r / math.sqrt(cfg.d_model))) < 0.2:
+        cause = (
+            f"the positional encoding scaled with the embeddings by sqrt(d_model) = {math.sqrt(cfg.d_model):.4g} "
+            "(added before the scaling, not after)"
+        )
+    else:
+        cause = f"the positional encoding added at {r:.3g} times the size of the table the settings give"
+    table = "its learned table" if learned else "§3.5's sinusoids"
+    return Check(
+        "positional_encoding",
+        passed,
+        "size of the positional component over "
+        + table
+        + ": "
+        + ", ".join(f"{side} {value:.4g}" for side, value in ratios.items()),
+        f"1 (added once; within {POSITIONS_TOLERANCE:g})",
+        cause,
+        {"ratio": ratios, "table": "learned" if learned else "sinusoidal"},
     )
 
 
@@ -359,23 +511,72 @@ def schedule(tr: dict, d_model: int, builder=optimizer_and_schedule) -> Check:
     )
 
 
-def label_smoothing(vocab: int, eps_ls: float, loss=label_smoothed_loss) -> Check:
-    """At uniform logits the loss's gradient is 1/V - q, q the distribution trained towards."""
+@dataclass
+class Target:
+    """The distribution a loss trains one position towards, read from its gradient (`trained_towards`):
+    `reference` its largest class, `scale` x its total weight, `share` of it on the reference."""
+
+    reference: int
+    total: float  # scale x sum of the target's weights (the scale: the loss's normalisation, 1 for a sum)
+    on_reference: float  # scale x the weight on the reference
+    share: float  # weight on the reference over the total: 1 - eps_ls for the paper's target
+
+
+def trained_towards(logits: torch.Tensor, grad: torch.Tensor, reference: int | None = None) -> Target:
+    """A loss sum_v c_v (-log p_v) has gradient (sum c) p - c at the logits: over the classes other
+    than the reference, where c is one constant, the gradient is a line in p whose slope is the total
+    and whose intercept the constant; c on the reference follows. Any overall scale (a mean over
+    tokens, a loss scale) multiplies every weight alike and leaves `share` as it is. Needs logits
+    that are not all equal (p varying over the classes)."""
+    logits, grad = logits.double(), grad.double()
+    p = logits.softmax(-1)
+    r = int(grad.argmin()) if reference is None else reference
+    others = torch.ones_like(p, dtype=torch.bool)
+    others[r] = False
+    x, y = p[others], grad[others]
+    slope = float(((x - x.mean()) * (y - y.mean())).sum() / (x - x.mean()).square().sum())
+    constant = float(slope * x.mean() - y.mean())
+    on_reference = float(slope * p[r] - grad[r])
+    total = on_reference + constant * (len(p) - 1)
+    return Target(r, slope, on_reference, on_reference / total if total else float("nan"))
+
+
+def label_smoothing(vocab: int, eps_ls: float, loss=label_smoothed_loss, seed: int = 0) -> Check:
+    """The loss's gradient at random logits (`trained_towards`) gives the distribution it trains
+    towards: its total weight (1 for a distribution) and its weight on the reference token."""
     target = min(EOS + 1, vocab - 1)
-    logits = torch.zeros(1, 1, vocab, dtype=torch.float32, requires_grad=True)
+    drawn = torch.randn(1, 1, vocab, generator=torch.Generator().manual_seed(seed), dtype=torch.float32)
+    logits = drawn.clone().requires_grad_(True)
     loss(logits, torch.tensor([[target]]), eps_ls).backward()
-    q = 1.0 / vocab - logits.grad[0, 0].double()
-    total, on_target = float(q.sum()), float(q[target])
+    q = trained_towards(drawn[0, 0], logits.grad[0, 0], target)
+    total, on_target = q.total, q.on_reference
     passed = abs(total - 1) <= SMOOTHING_TOLERANCE and abs(on_target - (1 - eps_ls)) <= SMOOTHING_TOLERANCE
     return Check(
         "label_smoothing",
         passed,
         f"the smoothed target sums to {total:.6g} with {on_target:.6g} on the reference token",
         f"1 with 1 - eps_ls = {1 - eps_ls:g} on it (§5.4)",
-        "eps_ls spread over every class without dividing by the vocabulary size, or not taken from the "
-        "reference: a target that is no distribution",
+        smoothing_cause(total, on_target, eps_ls, vocab),
         {"sum": total, "on_target": on_target, "vocab": vocab},
     )
+
+
+def smoothing_cause(total: float, on_target: float, eps_ls: float, vocab: int, tolerance=SMOOTHING_TOLERANCE) -> str:
+    """The usual mistake that gives a target distribution of this sum and this weight on the reference."""
+    if abs(total - 1) > tolerance:
+        return (
+            "eps_ls spread over every class without dividing by the vocabulary size, or not taken from the "
+            f"reference: a target that is no distribution (it sums to {total:.4g})"
+        )
+    if abs(on_target - 1) <= tolerance and eps_ls > 0:
+        return f"no smoothing: eps_ls = {eps_ls:g} lost between the settings and the loss (a one-hot target)"
+    if abs(on_target - (1 - eps_ls + eps_ls / vocab)) <= max(tolerance, abs(on_target - (1 - eps_ls)) / 2):
+        return (
+            f"torch's label_smoothing=eps_ls convention: eps_ls/V on every class, the reference too (1 - eps_ls + "
+            f"eps_ls/V = {1 - eps_ls + eps_ls / vocab:.6g} on it), not the paper's code's eps_ls/(V-1) on the others "
+            "(pass eps_ls·V/(V-1) to torch, as aiayn.training.objective does)"
+        )
+    return f"a smoothing of {1 - on_target:.4g} on the reference, not the configured eps_ls = {eps_ls:g}"
 
 
 def run_checks(
@@ -397,6 +598,7 @@ def run_checks(
             padding(model, batch),
             attention_logits(model, batch),
             embedding_scale(model, batch),
+            positional_encoding(model),
             shifted_input(batch),
         ]
     found.append(tied_weights(model, batch, generator))
@@ -426,14 +628,21 @@ def check_job(settings_path, train_path, out, *, log=print, detail=None) -> int:
     written only when every check passes, else a UserError names the first failure. Each check's
     line goes to `detail` (the job's log; default `log`), each failure's and the summary to `log`
     (the terminal too). Returns 0."""
+    from aiayn.training.step_check import composed_step  # it builds on this module's checks
+
     detail = detail or log
     writable(out)
     settings = resolve.read(settings_path)
     train = binary.read(train_path)
     model = initial_model(settings, train)
     tr = settings["train"]
-    batch = collate(train, sample_pairs(train), pin=False)
+    pairs = sample_pairs(train)
+    batch = collate(train, pairs, pin=False)
     found = run_checks(model, batch, tr, seed=tr["seed"])
+    cfg = model.cfg
+    del model  # the composed step builds its own, in a trainer (the big model: 0.85 GB less at the peak)
+    gc.collect()
+    found += composed_step(settings, train, pairs)
     for c in found:
         (detail if c.passed else log)(c.line())
     failed = [c for c in found if not c.passed]
@@ -448,7 +657,7 @@ def check_job(settings_path, train_path, out, *, log=print, detail=None) -> int:
             "passed": True,
             "aiayn": described(),
             "code": checked_code(),
-            "model": model.cfg.to_dict(),
+            "model": cfg.to_dict(),
             "pairs": int(batch.src.size(0)),
             "checks": [c.record() for c in found],
         },
