@@ -2,9 +2,14 @@
 # Read top to bottom: download -> prepare -> vocabulary -> encode -> train -> average -> translate
 # -> score -> tables, and the parsing branch (§6.3) beside it. Logic lives in src/aiayn.
 import os
+import sys
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
+
+# This clone's package, before any installed aiayn: the workflow plans with the code its jobs run
+# (common.smk puts the same src/ first on the jobs' PYTHONPATH).
+sys.path.insert(0, os.path.join(workflow.basedir, "src"))
 from aiayn.study.config import ConfigError, read_yaml
 
 min_version("9.16.3")  # pyproject.toml's floor, the oldest CI tests

@@ -6,7 +6,7 @@ import shlex
 import os
 import sys
 
-sys.path.insert(0, os.path.join(workflow.basedir, "src"))
+# The Snakefile put this clone's src/ first on sys.path (before any installed aiayn).
 # Jobs run `python -m aiayn`, also from a clone (or a conda env) without the package installed.
 # (The prefix goes through Snakemake's formatting too, hence the doubled braces.)
 shell.prefix(
