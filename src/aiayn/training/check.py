@@ -13,6 +13,9 @@ measures a figure, compares it with what the paper implies and says, when it fai
   initialisation (their mean square: about 1, §3.2.1's footnote 4; the median over heads is
   bounded, single heads of deep layers stray) and the scale the attention really applies (read
   back from the kernel's own weights), which must be 1/sqrt(d_k) (not 1/sqrt(d_model), 1/d_model);
+- `positional_encoding`: one token at every position through each embedding: the positional
+  component is the table the settings give (§3.5's sinusoids, or the learned one) added once, not
+  twice, not never, not scaled with the embeddings;
 - `embedding_scale`: the standard deviation of the scaled token embeddings (x sqrt(d_model), §3.4)
   over that of the sinusoidal positional encoding (§3.5): of one order (sqrt(2) at initialisation),
   not drowned by it nor drowning it;
@@ -26,29 +29,24 @@ measures a figure, compares it with what the paper implies and says, when it fai
   on the reference token (§5.4), read from the loss's gradient.
 
 `run_checks` takes the model, the batch and the loss and schedule as arguments, so that the tests
-run each check on a model broken the way practitioners break it, and see it fail there.
+run each check on a model broken the way practitioners break it, and see it fail there. The same
+measures on one real update of the trainer: aiayn.training.step_check; the stage, both and its
+record: aiayn.training.check_stage.
 """
 
 from __future__ import annotations
 
-import gc
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from aiayn import described
-from aiayn.data import binary
 from aiayn.data.binary import BOS, EOS, PAD, Corpus
 from aiayn.errors import UserError
-from aiayn.io import writable
 from aiayn.model.hparams import ModelConfig
 from aiayn.model.transformer import MultiHeadAttention, Transformer, build
-from aiayn.runtime import records
-from aiayn.study import resolve
-from aiayn.study.code import checked_code
-from aiayn.training.batching import Batch, collate
+from aiayn.training.batching import Batch
 from aiayn.training.objective import label_smoothed_loss, optimizer_and_schedule
 from aiayn.training.train import check_positions
 
@@ -620,47 +618,3 @@ def initial_model(settings: dict, train: Corpus) -> Transformer:
     check_positions(cfg, train, settings["name"])
     torch.manual_seed(settings["train"]["seed"])
     return build(cfg)
-
-
-def check_job(settings_path, train_path, out, *, log=print, detail=None) -> int:
-    """The check stage of one experiment (`python -m aiayn check`): its model (experiment.json) as
-    the trainer builds it, over a few pairs of its encoded training data; `out` (check.json) is
-    written only when every check passes, else a UserError names the first failure. Each check's
-    line goes to `detail` (the job's log; default `log`), each failure's and the summary to `log`
-    (the terminal too). Returns 0."""
-    from aiayn.training.step_check import composed_step  # it builds on this module's checks
-
-    detail = detail or log
-    writable(out)
-    settings = resolve.read(settings_path)
-    train = binary.read(train_path)
-    model = initial_model(settings, train)
-    tr = settings["train"]
-    pairs = sample_pairs(train)
-    batch = collate(train, pairs, pin=False)
-    found = run_checks(model, batch, tr, seed=tr["seed"])
-    cfg = model.cfg
-    del model  # the composed step builds its own, in a trainer (the big model: 0.85 GB less at the peak)
-    gc.collect()
-    found += composed_step(settings, train, pairs)
-    for c in found:
-        (detail if c.passed else log)(c.line())
-    failed = [c for c in found if not c.passed]
-    if failed:
-        more = f" (and {len(failed) - 1} more check(s) failed, above)" if len(failed) > 1 else ""
-        raise UserError(f"experiment {settings['name']}: {failed[0].line()}{more}; nothing was trained")
-    records.write(
-        out,
-        "check",
-        {
-            "experiment": settings["name"],
-            "passed": True,
-            "aiayn": described(),
-            "code": checked_code(),
-            "model": cfg.to_dict(),
-            "pairs": int(batch.src.size(0)),
-            "checks": [c.record() for c in found],
-        },
-    )
-    log(f"all {len(found)} checks passed on {settings['name']}'s model: {out}")
-    return 0
