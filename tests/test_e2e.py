@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -236,7 +237,8 @@ def test_the_demo_answers_why_a_reproduction_falls_short(demo_results):
         assert all(c["passed"] for c in record["checks"])
         records = metrics.read(demo_results / name / "metrics.jsonl")
         assert records.progress and all(r["grad_norm"] > 0 for r in records.progress)
-        assert records.diverging == []
+        assert records.diverging == [] and records.stalling == []  # none of the demo's runs stalls
+    assert "training stalls" not in "".join(p.read_text() for p in (demo_results / "logs/train").glob("*.log"))
     chain = (demo_results / "logs/score/base.test.log").read_text().splitlines()[0]
     assert chain == (
         "evaluation chain of base departs from the paper's Table 2 row: max_len_b 10 (paper 50), "
@@ -256,6 +258,35 @@ def test_the_demo_answers_why_a_reproduction_falls_short(demo_results):
         assert all(0 < layer["distance"] < 0.5 for layer in diagonal["layers"])
         if name == "base":  # translation has learned to align: a layer well below uniform attention's 1/3
             assert min(layer["distance"] for layer in diagonal["layers"]) < 0.9 * diagonal["uniform"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("change", ["lr_scale x20", "no warmup"])
+def test_a_demo_run_that_learns_nothing_says_it_once(demo_results, tmp_path, change):
+    """The demo's base at 20 times its learning rate, or with no warmup (warmup_steps 1): the loss
+    falls to the word frequencies' within a few dozen updates and stays there (the demo's base is at
+    1.3 nats by update 200); exactly one stall line, and its event in metrics.jsonl."""
+    settings = json.loads((demo_results / "base/experiment.json").read_text())
+    if change == "lr_scale x20":
+        settings["train"]["lr_scale"] *= 20
+    else:
+        settings["train"]["warmup_steps"] = 1
+    (tmp_path / "experiment.json").write_text(json.dumps(settings))
+    data = demo_results / "data/eng-zil"
+    run = subprocess.run(
+        [sys.executable, "-m", "aiayn", "train", "--settings", str(tmp_path / "experiment.json"),
+         "--train", str(data / "train.bin"), "--dev", str(data / "dev.bin"), "--spm-src", str(data / "spm.src.model"),
+         "--spm-tgt", str(data / "spm.tgt.model"), "--checkpoints", str(tmp_path / "checkpoints"),
+         "--out", str(tmp_path / "checkpoints/final.pt")],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    said = [line for line in (run.stdout + run.stderr).splitlines() if "training stalls" in line]
+    assert len(said) == 1, said
+    events = metrics.read(tmp_path / "metrics.jsonl").stalling
+    assert len(events) == 1 and said[0].startswith(f"warning: training stalls at step {events[0]['step']}: ")
+    assert events[0]["value"] > 0.9 * events[0]["floor"] and "lr_scale" in said[0] and "warmup_steps" in said[0]
+    assert metrics.read(tmp_path / "metrics.jsonl").diverging == []  # flat, not climbing: no divergence
 
 
 @pytest.mark.slow

@@ -36,7 +36,7 @@ def save(fig, out, dpi: int = 90) -> None:
 
 def learning_curves(path, out, title: str, seeds: tuple = ()) -> None:
     """Train loss and dev perplexity by update; the gradient norm before clipping beside the
-    learning rate by update (the update where the loss diverged marked, aiayn.training.watch); loss
+    learning rate by update (the updates where the loss diverged or stalled marked, aiayn.training.watch); loss
     by wall time; throughput. `seeds`: the metrics of its row's other seeds, whose dev perplexity
     is drawn beside the run's."""
     records = metrics.read(path)
@@ -93,6 +93,8 @@ def gradient_norm(ax, records) -> None:
     lr.set_ylabel("learning rate")
     for event in records.diverging:
         ax.axvline(event["step"], color="red", linestyle="--", label=f"loss diverged (update {event['step']})")
+    for event in records.stalling:
+        ax.axvline(event["step"], color="orange", linestyle="--", label=f"stalled (update {event['step']})")
     lines = ax.get_lines() + lr.get_lines()
     ax.legend(lines, [line.get_label() for line in lines], loc="upper right", fontsize=7)
 

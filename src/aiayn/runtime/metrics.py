@@ -1,6 +1,6 @@
 """`metrics.jsonl`, a run's record of itself: the one writer and the one reader.
 
-One JSON object per line, of five kinds:
+One JSON object per line, of six kinds:
 
 - start: `{"event": "start", "aiayn" (its version), "step", "world_size", "agents", "hosts", "accumulation",
   "budget", "params", "device_name", "precision", "threads", "omp_wait_policy", "wall"}`, each time a
@@ -12,7 +12,10 @@ One JSON object per line, of five kinds:
 - stop: `{"event": "stop", "step", "reason", "wall"}`, when a job stops to resume later (a signal,
   a coming time limit): the job's log may not survive a requeue, this record does;
 - diverging: `{"event": "diverging", "step", "loss", "mean", "lowest", "lr", "grad_norm", "wall"}`, once,
-  at the first update whose loss diverged (aiayn.training.watch).
+  at the first update whose loss diverged (aiayn.training.watch);
+- stalling: `{"event": "stalling", "step", "on" ("training loss" or "dev NLL"), "value", "floor", "lr",
+  "grad_norm", "wall"}`, once, where the run learned no more than the target words' frequencies
+  (aiayn.training.watch.Stall).
 
 The trainer appends; `tables` and `figures` read through `read` / `summary`. Pure Python: the
 tables' environment has no torch.
@@ -36,10 +39,10 @@ class MetricsError(UserError, ValueError):
 
 
 def kind(record: dict) -> str:
-    """ "start", "stop", "diverging", "progress" or "dev"."""
+    """ "start", "stop", "diverging", "stalling", "progress" or "dev"."""
     if not isinstance(record, dict):
         raise ValueError(f"not a metrics record: {record!r}")
-    if record.get("event") in ("start", "stop", "diverging"):
+    if record.get("event") in ("start", "stop", "diverging", "stalling"):
         return record["event"]
     if "loss" in record:
         return "progress"
@@ -112,6 +115,7 @@ class Records:
     start: list[dict] = field(default_factory=list)
     stop: list[dict] = field(default_factory=list)
     diverging: list[dict] = field(default_factory=list)
+    stalling: list[dict] = field(default_factory=list)
     progress: list[dict] = field(default_factory=list)
     dev: list[dict] = field(default_factory=list)
 
@@ -149,6 +153,7 @@ def summary(path: str | os.PathLike) -> dict:
         "flops": 0.0,
         "dev_ppl": None,
         "diverging": None,  # the step the loss diverged at (aiayn.training.watch), if it did
+        "stalling": None,  # the step the run was said to stall at (aiayn.training.watch.Stall), if it was
     }
     path = Path(path)
     if not path.exists():
@@ -174,8 +179,8 @@ def summary(path: str | os.PathLike) -> dict:
             out["step"] = rec["step"]
         elif k == "stop":
             last_wall = rec["wall"]
-        elif k == "diverging":
-            out["diverging"] = rec["step"]
+        elif k in ("diverging", "stalling"):
+            out[k] = rec["step"]
         elif rec["step"] >= dev_step:
             out["dev_ppl"], dev_step = rec["dev_ppl"], rec["step"]
     if start is not None:

@@ -94,6 +94,18 @@ SCHEMAS = {
             "grad_norm": {"type": "number"},
         },
     ),
+    "metrics stalling": record(
+        {
+            "event": {"const": "stalling"},
+            "step": STEP,
+            "on": TEXT,
+            "value": {"type": "number"},
+            "floor": {"type": "number"},
+            "lr": {"type": "number"},
+            "wall": FIGURE,
+        },
+        {"grad_norm": {"type": ["number", "null"]}},
+    ),  # fmt: skip
     "metrics stop": record({"event": {"const": "stop"}, "step": STEP, "reason": TEXT, "wall": FIGURE}),
     # check.json (aiayn.training.check), written when every check passed
     "check": record(

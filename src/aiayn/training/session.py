@@ -22,7 +22,7 @@ from aiayn.training import resume
 from aiayn.training.board import Board
 from aiayn.training.distributed import StopFlag, hosts, requeue, stop_requested
 from aiayn.training.progress import Progress, format_progress, format_start, start_record
-from aiayn.training.watch import warning
+from aiayn.training.watch import Stall, warning
 
 EXIT_DONE = 0
 EXIT_NONFINITE = 3
@@ -69,6 +69,7 @@ class Session:
             metrics.append(files.metrics, rec)
             trainer.log(format_start(rec, name=trainer.settings["name"], total=self.total))
             trainer.board = Board(files.tensorboard, step=trainer.step, log=trainer.log)
+            trainer.stall = Stall.for_run(trainer, metrics.read(files.metrics))
         self.progress = Progress(env=env, precision=trainer.precision, step=trainer.step, total=self.total)
         trainer.model.train()
 
@@ -96,6 +97,7 @@ class Session:
                 metrics.append(files.metrics, rec)
                 trainer.board.progress(rec)
                 trainer.log(format_progress(rec, self.total))
+                trainer.said(trainer.stall.progress(rec))
         if at_checkpoint:
             checkpoint_and_evaluate(trainer)
         if stop_requested(self.stop, env, step):

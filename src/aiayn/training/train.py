@@ -19,6 +19,7 @@ import math
 import os
 import socket
 import sys
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +43,7 @@ from aiayn.training.board import Board
 from aiayn.training.distributed import Deadline, Env, StopFlag, all_ranks_min, peer_failure, setup
 from aiayn.training.objective import label_smoothed_loss, optimizer_and_schedule, seed_dropout
 from aiayn.training.session import EXIT_PEER_LOST, Session
-from aiayn.training.watch import Watch, grad_norm
+from aiayn.training.watch import Watch, grad_norm, stall_warning
 
 
 @dataclass
@@ -101,6 +102,7 @@ class Trainer:
         self._first_bad = torch.zeros((), dtype=torch.long, device=env.device)  # first non-finite step, 0 = none
         self.watch = Watch(env.device)
         self.board = Board(None, step=0)  # the run's TensorBoard, opened by `run` (main process)
+        self.stall = None  # the stall watch (aiayn.training.watch.Stall), made by the session (main process)
 
     def first_nonfinite(self) -> int | None:
         """First step whose loss was not finite on any rank (checked on the device, read only when
@@ -133,6 +135,14 @@ class Trainer:
             metrics.append(self.files.metrics, {"step": step, **dev})
             self.board.dev(step, dev)
             self.log(f"step {step} dev nll {dev['dev_nll']:.4f} ppl {dev['dev_ppl']:.2f}{note}")
+            if self.stall is not None:
+                self.said(self.stall.dev(step, dev["dev_nll"], self.scheduler.get_last_lr()[0]))
+
+    def said(self, stall: dict | None) -> None:
+        """A stall the watch found (main process): recorded in metrics.jsonl and said once."""
+        if stall is not None:
+            metrics.append(self.files.metrics, {**stall, "wall": time.time()})
+            self.log(stall_warning(stall))
 
     def save(self, grid: bool = True) -> None:
         """Checkpoint this step (rank 0): the whole training state, to resume from, and on the checkpoint

@@ -9,17 +9,37 @@ minimum no mean returns to; a divergence is a climb that lasts. The margin: a ru
 loss doubles from noise alone, a real divergence climbs towards log V, several nats.
 Everything is kept on the device and read only at the trainer's log and checkpoint updates, so
 watching costs no synchronisation per update.
+
+A run stalls when it learns no more than the target words' frequencies: a model that predicts
+every target token with its training frequency, whatever the source and the words before, has a
+loss of its own (`Floors`: the label-smoothed training loss and the dev NLL of that prediction,
+counted from the encoded corpora). `Stall` says it once, like a divergence, when the interval's
+training loss is still above `1 - STALL_FALL` of that floor `warmup_steps` updates after the warmup
+(at least a log interval after it), or when the dev NLL, still above that share of its floor, has
+not improved by `STALL_GAIN` over `STALL_EVALS` evaluations after the warmup. A learning rate far
+too high, or no warmup, leaves a run there, its loss flat from the first few dozen updates on; a
+run that learns is far below it by then (the demo's base at its 200th update: 1.3 nats against a
+floor of 5.0).
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
+
+from aiayn.data.binary import EOS, PAD
 
 FACTOR = 2.0
 MARGIN = 1.0  # nats per target token
 SMOOTHING = 0.1  # the weight of an update's loss in the running mean
+
+STALL_FALL = 0.1  # a run that learns is more than this share below the frequencies' loss after warmup
+STALL_GAIN = 0.01  # a dev NLL that improves by less than this share over STALL_EVALS evaluations has not
+STALL_EVALS = 3
+SAMPLE_TOKENS = 1 << 26  # target tokens counted at most (evenly spaced blocks): WMT14 EN-FR has ~1.2 billion
+SAMPLE_BLOCK = 1 << 20
 
 CAUSES = (
     "no or too short a warmup (training.warmup_steps), a learning rate too high (training.lr_scale), "
@@ -104,4 +124,127 @@ def warning(news: dict) -> str:
     return (
         f"warning: training diverges at step {news['step']}: {what}, at learning rate {news['lr']:.3e}, "
         f"gradient norm {news['grad_norm']:.4g} (before clipping); likely causes: {CAUSES}"
+    )
+
+
+STALL_CAUSES = (
+    "a learning rate too high (training.lr_scale) or no or too short a warmup (training.warmup_steps): "
+    "Adam's first steps push the model to the word frequencies and it stays there; the embeddings "
+    "or the attention wrongly scaled (the check stage measures them: check.json)"
+)
+
+
+def frequencies(corpus, vocab: int) -> np.ndarray:
+    """How often each target id occurs in `corpus` as the trainer's targets (each sentence's tokens
+    and its EOS), counted over at most SAMPLE_TOKENS tokens in evenly spaced blocks."""
+    tokens = corpus.tgt_tokens
+    total = len(tokens)
+    counts = np.zeros(vocab, dtype=np.float64)
+    blocks = max(1, math.ceil(total / SAMPLE_BLOCK))
+    keep = min(blocks, max(1, SAMPLE_TOKENS // SAMPLE_BLOCK))
+    for b in np.unique(np.linspace(0, blocks - 1, keep).round().astype(np.int64)):
+        chunk = np.asarray(tokens[b * SAMPLE_BLOCK : (b + 1) * SAMPLE_BLOCK])
+        counts += np.bincount(chunk, minlength=vocab)[:vocab]
+    sentences = len(corpus.tgt_offsets) - 1
+    counts[EOS] += sentences * (counts.sum() / total if total else 1.0)
+    counts[PAD] = 0.0
+    return counts
+
+
+def frequency_prediction(train_counts: np.ndarray) -> np.ndarray:
+    """Log-probabilities of the prediction by frequency alone: add-one estimates over the vocabulary."""
+    q = train_counts + 1.0
+    return np.log(q / q.sum())
+
+
+def frequency_loss(train_counts: np.ndarray, eps_ls: float, loss=None) -> float:
+    """The label-smoothed training loss per target token (the trainer's `loss`) of predicting every
+    token by its frequency. Any label smoothing is c0 + c1 * (-log q_y) for target y at one fixed
+    prediction q: two targets measure c0 and c1 through the loss itself, and the frequencies
+    weigh -log q_y."""
+    from aiayn.training.objective import label_smoothed_loss
+
+    loss = loss or label_smoothed_loss
+    logq = frequency_prediction(train_counts)
+    logits = torch.tensor(logq, dtype=torch.float32)[None, None, :]
+    real = [i for i in range(len(train_counts)) if i != PAD]
+    a, b = max(real, key=lambda i: logq[i]), min(real, key=lambda i: logq[i])
+    at = {y: float(loss(logits, torch.tensor([[y]]), eps_ls)) for y in (a, b)}
+    c1 = (at[a] - at[b]) / (logq[b] - logq[a]) if logq[a] != logq[b] else 0.0
+    c0 = at[a] + c1 * logq[a]
+    p = train_counts / train_counts.sum()
+    return float(c0 - c1 * (p[p > 0] * logq[p > 0]).sum())
+
+
+def frequency_nll(train_counts: np.ndarray, dev_counts: np.ndarray) -> float:
+    """The dev NLL per target token of predicting every token by its training frequency."""
+    logq = frequency_prediction(train_counts)
+    p = dev_counts / dev_counts.sum()
+    return float(-(p[p > 0] * logq[p > 0]).sum())
+
+
+class Stall:
+    """A run that learns no more than the word frequencies, said once (see the module docstring).
+    Lives on the main process; made at each job's start from the run's metrics.jsonl (its dev
+    NLLs, and whether a stall was said), so a resumed run says it as the uninterrupted one would."""
+
+    def __init__(self, *, warmup: int, interval: int, loss_floor: float, nll_floor: float | None,
+                 devs=(), told: bool = False):  # fmt: skip
+        self.warmup = warmup
+        self.after = warmup + max(warmup, interval)
+        self.loss_floor, self.nll_floor = loss_floor, nll_floor
+        self.devs = [(s, n) for s, n in devs if s >= warmup]
+        self.told = told
+        self.norm = math.nan
+
+    @classmethod
+    def for_run(cls, trainer, records) -> "Stall":
+        """The stall watch of `trainer` (its corpora, settings), `records` its metrics so far."""
+        tr, vocab = trainer.tr, trainer.model_cfg.tgt_vocab
+        train = frequencies(trainer.train_data, vocab)
+        dev = None if trainer.dev_data is None else frequency_nll(train, frequencies(trainer.dev_data, vocab))
+        return cls(
+            warmup=tr["warmup_steps"],
+            interval=tr["log_interval"],
+            loss_floor=frequency_loss(train, tr["eps_ls"]),
+            nll_floor=dev,
+            devs=[(r["step"], r["dev_nll"]) for r in records.dev if "dev_nll" in r],
+            told=bool(records.stalling),
+        )
+
+    def progress(self, rec: dict) -> dict | None:
+        """A progress record (`step`, `loss`, `lr`, `grad_norm`): the stall's event, once, or None."""
+        self.norm = rec.get("grad_norm") if rec.get("grad_norm") is not None else math.nan
+        if self.told or rec["step"] < self.after or not rec["loss"] > (1 - STALL_FALL) * self.loss_floor:
+            return None
+        return self._said(rec["step"], "training loss", rec["loss"], self.loss_floor, rec["lr"], self.norm)
+
+    def dev(self, step: int, nll: float, lr: float) -> dict | None:
+        """A dev evaluation's NLL at `step`, trained at `lr`: the stall's event, once, or None."""
+        if step < self.warmup:
+            return None
+        self.devs = [(s, n) for s, n in self.devs if s < step] + [(step, nll)]
+        if self.told or self.nll_floor is None or len(self.devs) <= STALL_EVALS:
+            return None
+        before = min(n for _, n in self.devs[:-STALL_EVALS])
+        recent = min(n for _, n in self.devs[-STALL_EVALS:])
+        if recent < (1 - STALL_GAIN) * before or not nll > (1 - STALL_FALL) * self.nll_floor:
+            return None
+        return self._said(step, "dev NLL", nll, self.nll_floor, lr, self.norm)
+
+    def _said(self, step, what, value, floor, lr, norm) -> dict:
+        self.told = True
+        return {"event": "stalling", "step": step, "on": what, "value": value, "floor": floor, "lr": lr,
+                "grad_norm": norm if norm is not None and math.isfinite(norm) else None}  # fmt: skip
+
+
+def stall_warning(news: dict) -> str:
+    """The one log line of a stalling run."""
+    norm = "" if news.get("grad_norm") is None else f", gradient norm {news['grad_norm']:.4g} (before clipping)"
+    evals = f", not improved over {STALL_EVALS} evaluations" if news["on"] == "dev NLL" else ""
+    return (
+        f"warning: training stalls at step {news['step']}: the {news['on']} is {news['value']:.4g}{evals}, "
+        f"{news['value'] / news['floor']:.0%} of {news['floor']:.4g}, what predicting each target token by its "
+        f"frequency alone gives (expected: below {1 - STALL_FALL:.0%} of it a warmup's length after the warmup), "
+        f"at learning rate {news['lr']:.3e}{norm}; likely causes: {STALL_CAUSES}"
     )
