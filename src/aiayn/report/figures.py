@@ -157,16 +157,15 @@ def _heatmaps(panels, columns, rows, labels, size, title: str, scale: str, out) 
     save(fig, out)
 
 
-# a uniform attention's distance from the diagonal: E|u - v| of two independent uniforms
-UNIFORM_DISTANCE = 1 / 3
 DIAGONAL_PAIRS = 50  # dev pairs the distance is averaged over
 
 
 def diagonal_distance(weights) -> float:
     """How far one layer's encoder-decoder attention (h, T, S) lies from the diagonal: over heads and
     target positions i, the expected |j / (S - 1) - i / (T - 1)| of the source position j attended
-    (positions as fractions of their sentence). 0 on the diagonal, 1/3 for uniform attention; a
-    language pair whose word order differs (EN-DE's verb-final clauses) lies off it in places."""
+    (positions as fractions of their sentence). 0 on the diagonal; uniform attention's depends on
+    the lengths (1/3 for long sentences, more for short ones: `uniform_weights`); a language pair
+    whose word order differs (EN-DE's verb-final clauses) lies off it in places."""
     import torch
 
     _, T, S = weights.shape
@@ -175,18 +174,41 @@ def diagonal_distance(weights) -> float:
     return float((weights.double() * (j[None, :] - i[:, None]).abs()).sum(-1).mean())
 
 
-def cross_attention_maps(layers, src_pieces, tgt_pieces, distances: list[float], out, title: str) -> None:
+def uniform_weights(T: int, S: int):
+    """Attention spread evenly over the S source positions, for each of T target positions."""
+    import torch
+
+    return torch.full((1, T, S), 1.0 / S, dtype=torch.float64)
+
+
+def monotone_weights(T: int, S: int):
+    """A monotone alignment: target position i attends to source position round(i (S-1) / (T-1))
+    alone, the diagonal as near as whole positions get."""
+    import torch
+
+    weights = torch.zeros((1, T, S), dtype=torch.float64)
+    for i in range(T):
+        weights[0, i, round(i * (S - 1) / max(T - 1, 1))] = 1.0
+    return weights
+
+
+def cross_attention_maps(layers, src_pieces, tgt_pieces, record: dict, out, title: str) -> None:
     """One panel per decoder layer: its encoder-decoder attention (mean over heads) for one dev pair,
     a row per target token predicted, a column per source token; each panel's title its layer's
-    distance from the diagonal over the dev pairs measured."""
-    panels = [(w.mean(0), f"layer {k + 1}: distance {distances[k]:.3f}") for k, w in enumerate(layers)]
+    distance from the diagonal over the dev pairs measured and where it stands between uniform
+    attention (0) and a monotone alignment (1), from `record` (`diagonal_record`)."""
+    panels = [
+        (w.mean(0), f"layer {k + 1}: distance {entry['distance']:.3f}, position {entry['position']:.2f}")
+        for k, (w, entry) in enumerate(zip(layers, record["layers"]))
+    ]
     _heatmaps(
         panels,
         src_pieces,
         tgt_pieces,
         ("source (key)", "target predicted (query)"),
         (3.4, 4.2),
-        f"{title} (distance from the diagonal: 0 on it, {UNIFORM_DISTANCE:.3f} uniform)",
+        f"{title} (distance from the diagonal at these lengths: uniform {record['uniform']:.3f}, "
+        f"monotone {record['monotone']:.3f})",
         "attention weight (mean over heads)",
         out,
     )
@@ -202,19 +224,24 @@ def dev_pairs(sp_src, sp_tgt, dev_src, dev_tgt, longest: int = 100) -> list[tupl
 
 
 def diagonal_record(model, pairs) -> dict:
-    """Per decoder layer, the distance from the diagonal averaged over the first DIAGONAL_PAIRS `pairs`."""
-    measured = [
-        [diagonal_distance(w) for w in cross_attention(model, s + [EOS], [BOS] + t)]
-        for s, t, _ in pairs[:DIAGONAL_PAIRS]
-    ]
-    layers = len(measured[0]) if measured else 0
-    return {
-        "pairs": len(measured),
-        "uniform": UNIFORM_DISTANCE,
-        "layers": [
-            {"layer": k + 1, "distance": records.added(m[k] for m in measured) / len(measured)} for k in range(layers)
-        ],
-    }
+    """Per decoder layer, the distance from the diagonal averaged over the first DIAGONAL_PAIRS `pairs`,
+    with its yardsticks at the same lengths: uniform attention's distance (`uniform`) and a monotone
+    alignment's (`monotone`), and where the layer stands between them (`position`: 0 uniform, 1
+    monotone; below 0, further off the diagonal than uniform, as attention fixed on one place)."""
+    measured, uniform, monotone = [], [], []
+    for s, t, _ in pairs[:DIAGONAL_PAIRS]:
+        layers = cross_attention(model, s + [EOS], [BOS] + t)
+        T, S = layers[0].shape[-2:]
+        uniform.append(diagonal_distance(uniform_weights(T, S)))
+        monotone.append(diagonal_distance(monotone_weights(T, S)))
+        measured.append([diagonal_distance(w) for w in layers])
+    n = len(measured)
+    u, m = records.added(uniform) / n, records.added(monotone) / n
+    out = []
+    for k in range(len(measured[0]) if measured else 0):
+        distance = records.added(d[k] for d in measured) / n
+        out.append({"layer": k + 1, "distance": distance, "position": (u - distance) / (u - m) if u > m else 0.0})
+    return {"pairs": n, "uniform": u, "monotone": m, "layers": out}
 
 
 def write_figures(
@@ -269,7 +296,6 @@ def write_figures(
             layers = cross_attention(model, s + [EOS], [BOS] + t)
             src_pieces = [sp.IdToPiece(i) for i in s] + ["</s>"]
             tgt_pieces = [sp_tgt.IdToPiece(i) for i in t] + ["</s>"]
-            distances = [entry["distance"] for entry in record["layers"]]
             title = f"{name}: encoder-decoder attention, dev line {line}"
-            cross_attention_maps(layers, src_pieces, tgt_pieces, distances, tmp[3], title)
+            cross_attention_maps(layers, src_pieces, tgt_pieces, record, tmp[3], title)
             records.write(tmp[4], "diagonal", {**record, "drawn_line": line})

@@ -124,9 +124,13 @@ SCHEMAS = {
     "diagonal": record(
         {
             "pairs": {"type": "integer", "minimum": 1},
-            "layers": {"type": "array", "minItems": 1, "items": record({"layer": STEP, "distance": FIGURE})},
+            "layers": {
+                "type": "array",
+                "minItems": 1,
+                "items": record({"layer": STEP, "distance": FIGURE}, {"position": FIGURE}),
+            },
         },
-        {"uniform": FIGURE, "drawn_line": COUNT},
+        {"uniform": FIGURE, "monotone": FIGURE, "drawn_line": COUNT},
     ),
     # average.json (aiayn.training.average)
     "average": record(
