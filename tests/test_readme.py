@@ -194,6 +194,8 @@ CHECKS = {
     "snakemake --cores 8 --profile slurm --rerun-triggers mtime params software-env code": slurm_study,
     "snakemake --cores 8 --profile slurm --touch": touch_plan,
     "snakemake --cores 8 --profile slurm -n": slurm_study,
+    # and with 0.4: --touch above, then the checks of this version (run for real on a demo study of 0.4)
+    "snakemake --cores 8 --profile slurm checks --forcerun check": checks,
     # the plan before launch (docs/rehearsal.md)
     "snakemake --cores 8 --profile slurm plan": study_plan,
     "snakemake --cores 8 --profile slurm plan --set-resources plan:gpu_model=H100": study_plan_h100,
