@@ -22,7 +22,7 @@ from aiayn.model.hparams import ModelConfig
 from aiayn.model.transformer import MultiHeadAttention, Transformer, build
 from aiayn.runtime import records
 from aiayn.runtime.schedule import rate
-from aiayn.training import check, check_stage
+from aiayn.training import check
 from aiayn.training.batching import Batch, collate
 from aiayn.training.objective import optimizer_and_schedule
 
@@ -265,9 +265,7 @@ def test_a_failed_check_stops_with_one_line_and_writes_nothing(tmp_path, monkeyp
     monkeypatch.setattr(MultiHeadAttention, "kernel", leaky_kernel)
     lines = []
     with pytest.raises(UserError) as info:
-        check_stage.check_job(
-            tmp_path / "experiment.json", tmp_path / "train.bin", tmp_path / "check.json", log=lines.append
-        )
+        check.check_job(tmp_path / "experiment.json", tmp_path / "train.bin", tmp_path / "check.json", log=lines.append)
     said = str(info.value)
     assert "\n" not in said
     assert said.startswith("experiment toy: check future_leakage failed: changing the target after position")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 
 
 def described() -> str:
     """`__version__`, and where this package runs from a git checkout of aiayn, its commit:
-    "0.4.0 (git 1a2b3c4d5e6f)", "-dirty" added when tracked files differ from it. The version alone
+    "0.5.0 (git 1a2b3c4d5e6f)", "-dirty" added when tracked files differ from it. The version alone
     says little between two releases; the commit says which code wrote a table or a checkpoint."""
     global _DESCRIBED
     if _DESCRIBED is None:

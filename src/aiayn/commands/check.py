@@ -15,6 +15,6 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from aiayn.training.check_stage import check_job  # torch: imported when the command runs, not for --help
+    from aiayn.training.check import check_job  # torch: imported when the command runs, not for --help
 
     return check_job(args.settings, args.train, args.out, log=say, detail=say_to_log)

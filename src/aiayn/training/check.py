@@ -29,66 +29,42 @@ measures a figure, compares it with what the paper implies and says, when it fai
   on the reference token (§5.4), read from the loss's gradient.
 
 `run_checks` takes the model, the batch and the loss and schedule as arguments, so that the tests
-run each check on a model broken the way practitioners break it, and see it fail there. The same
-measures on one real update of the trainer: aiayn.training.step_check; the stage, both and its
-record: aiayn.training.check_stage.
+run each check on a model broken the way practitioners break it, and see it fail there.
+`check_job`, the stage, adds the checks of aiayn.training.step_check (the same measures on one
+real update of the trainer) and writes check.json when every one passed; what a check is, and the
+readings both kinds share: aiayn.training.measure.
 """
 
 from __future__ import annotations
 
+import gc
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
+from aiayn import described
+from aiayn.data import binary
 from aiayn.data.binary import BOS, EOS, PAD, Corpus
 from aiayn.errors import UserError
+from aiayn.io import writable
 from aiayn.model.hparams import ModelConfig
 from aiayn.model.transformer import MultiHeadAttention, Transformer, build
-from aiayn.training.batching import Batch
+from aiayn.runtime import records
+from aiayn.study import resolve
+from aiayn.study.code import checked_code
+from aiayn.training.batching import Batch, collate
+from aiayn.training.measure import LEAK_TOLERANCE, SMOOTHING_TOLERANCE, Check, smoothing_cause, trained_towards
 from aiayn.training.objective import label_smoothed_loss, optimizer_and_schedule
+from aiayn.training.step_check import composed_step
 from aiayn.training.train import check_positions
 
 PAIRS = 4  # training pairs the checks run on
 LONGEST = 64  # pieces per side at most (a learned position table of the demo's size holds them)
 # how far a measured figure may stray from the paper's before a check fails
-LEAK_TOLERANCE = 1e-4  # output change, relative to the layer's largest output
 SCALE_TOLERANCE = 0.05  # applied attention scale x sqrt(d_k), around 1
 LOGIT_VARIANCE = (1 / 16, 16.0)  # the median head's: below, softmax is near uniform; above, near one-hot
 EMBEDDING_RATIO = (math.sqrt(2) / 3, 3 * math.sqrt(2))  # sqrt(2) at initialisation (N(0, 1) over PE's 1/sqrt(2))
-SMOOTHING_TOLERANCE = 1e-4
-
-
-@dataclass
-class Check:
-    """One check's outcome: `figure` the measurement in words, `measured` its numbers, and when it
-    failed `cause` (what usually does it)."""
-
-    name: str
-    passed: bool
-    figure: str
-    expected: str
-    cause: str = ""
-    measured: dict = field(default_factory=dict)
-
-    def __post_init__(self):
-        self.passed = bool(self.passed)  # a comparison of tensors gives a tensor
-
-    def line(self) -> str:
-        if self.passed:
-            return f"check {self.name}: ok ({self.figure}; expected {self.expected})"
-        return f"check {self.name} failed: {self.figure} (expected {self.expected}); usual cause: {self.cause}"
-
-    def record(self) -> dict:
-        return {
-            "check": self.name,
-            "passed": self.passed,
-            "figure": self.figure,
-            "expected": self.expected,
-            "cause": self.cause,
-            "measured": self.measured,
-        }
 
 
 # -- what the checks run on ----------------------------------------------------------------------------
@@ -509,36 +485,6 @@ def schedule(tr: dict, d_model: int, builder=optimizer_and_schedule) -> Check:
     )
 
 
-@dataclass
-class Target:
-    """The distribution a loss trains one position towards, read from its gradient (`trained_towards`):
-    `reference` its largest class, `scale` x its total weight, `share` of it on the reference."""
-
-    reference: int
-    total: float  # scale x sum of the target's weights (the scale: the loss's normalisation, 1 for a sum)
-    on_reference: float  # scale x the weight on the reference
-    share: float  # weight on the reference over the total: 1 - eps_ls for the paper's target
-
-
-def trained_towards(logits: torch.Tensor, grad: torch.Tensor, reference: int | None = None) -> Target:
-    """A loss sum_v c_v (-log p_v) has gradient (sum c) p - c at the logits: over the classes other
-    than the reference, where c is one constant, the gradient is a line in p whose slope is the total
-    and whose intercept the constant; c on the reference follows. Any overall scale (a mean over
-    tokens, a loss scale) multiplies every weight alike and leaves `share` as it is. Needs logits
-    that are not all equal (p varying over the classes)."""
-    logits, grad = logits.double(), grad.double()
-    p = logits.softmax(-1)
-    r = int(grad.argmin()) if reference is None else reference
-    others = torch.ones_like(p, dtype=torch.bool)
-    others[r] = False
-    x, y = p[others], grad[others]
-    slope = float(((x - x.mean()) * (y - y.mean())).sum() / (x - x.mean()).square().sum())
-    constant = float(slope * x.mean() - y.mean())
-    on_reference = float(slope * p[r] - grad[r])
-    total = on_reference + constant * (len(p) - 1)
-    return Target(r, slope, on_reference, on_reference / total if total else float("nan"))
-
-
 def label_smoothing(vocab: int, eps_ls: float, loss=label_smoothed_loss, seed: int = 0) -> Check:
     """The loss's gradient at random logits (`trained_towards`) gives the distribution it trains
     towards: its total weight (1 for a distribution) and its weight on the reference token."""
@@ -557,24 +503,6 @@ def label_smoothing(vocab: int, eps_ls: float, loss=label_smoothed_loss, seed: i
         smoothing_cause(total, on_target, eps_ls, vocab),
         {"sum": total, "on_target": on_target, "vocab": vocab},
     )
-
-
-def smoothing_cause(total: float, on_target: float, eps_ls: float, vocab: int, tolerance=SMOOTHING_TOLERANCE) -> str:
-    """The usual mistake that gives a target distribution of this sum and this weight on the reference."""
-    if abs(total - 1) > tolerance:
-        return (
-            "eps_ls spread over every class without dividing by the vocabulary size, or not taken from the "
-            f"reference: a target that is no distribution (it sums to {total:.4g})"
-        )
-    if abs(on_target - 1) <= tolerance and eps_ls > 0:
-        return f"no smoothing: eps_ls = {eps_ls:g} lost between the settings and the loss (a one-hot target)"
-    if abs(on_target - (1 - eps_ls + eps_ls / vocab)) <= max(tolerance, abs(on_target - (1 - eps_ls)) / 2):
-        return (
-            f"torch's label_smoothing=eps_ls convention: eps_ls/V on every class, the reference too (1 - eps_ls + "
-            f"eps_ls/V = {1 - eps_ls + eps_ls / vocab:.6g} on it), not the paper's code's eps_ls/(V-1) on the others "
-            "(pass eps_ls·V/(V-1) to torch, as aiayn.training.objective does)"
-        )
-    return f"a smoothing of {1 - on_target:.4g} on the reference, not the configured eps_ls = {eps_ls:g}"
 
 
 def run_checks(
@@ -618,3 +546,45 @@ def initial_model(settings: dict, train: Corpus) -> Transformer:
     check_positions(cfg, train, settings["name"])
     torch.manual_seed(settings["train"]["seed"])
     return build(cfg)
+
+
+def check_job(settings_path, train_path, out, *, log=print, detail=None) -> int:
+    """The check stage of one experiment (`python -m aiayn check`): its model (experiment.json) as
+    the trainer builds it, over a few pairs of its encoded training data; `out` (check.json) is
+    written only when every check passes, else a UserError names the first failure. Each check's
+    line goes to `detail` (the job's log; default `log`), each failure's and the summary to `log`
+    (the terminal too). Returns 0."""
+    detail = detail or log
+    writable(out)
+    settings = resolve.read(settings_path)
+    train = binary.read(train_path)
+    model = initial_model(settings, train)
+    tr = settings["train"]
+    pairs = sample_pairs(train)
+    batch = collate(train, pairs, pin=False)
+    found = run_checks(model, batch, tr, seed=tr["seed"])
+    cfg = model.cfg
+    del model  # the composed step builds its own, in a trainer (the big model: 0.85 GB less at the peak)
+    gc.collect()
+    found += composed_step(settings, train, pairs)
+    for c in found:
+        (detail if c.passed else log)(c.line())
+    failed = [c for c in found if not c.passed]
+    if failed:
+        more = f" (and {len(failed) - 1} more check(s) failed, above)" if len(failed) > 1 else ""
+        raise UserError(f"experiment {settings['name']}: {failed[0].line()}{more}; nothing was trained")
+    records.write(
+        out,
+        "check",
+        {
+            "experiment": settings["name"],
+            "passed": True,
+            "aiayn": described(),
+            "code": checked_code(),
+            "model": cfg.to_dict(),
+            "pairs": int(batch.src.size(0)),
+            "checks": [c.record() for c in found],
+        },
+    )
+    log(f"all {len(found)} checks passed on {settings['name']}'s model: {out}")
+    return 0

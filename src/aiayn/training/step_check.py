@@ -1,6 +1,6 @@
 """The check stage's measure of the composed training step: one real update of the experiment's
 own Trainer (its collate, its model, its loss, its settings), on the few pairs the other checks
-use, measured on the tensors that update really uses (aiayn.training.check runs it).
+use, measured on the tensors that update really uses (aiayn.training.check's job runs it).
 
 The checks of aiayn.training.check measure each part on its own: `collate`'s shift, the loss
 function's smoothing, the model's masks. What the update composes of them can still be wrong (the
@@ -32,8 +32,8 @@ import numpy as np
 import torch
 
 from aiayn.data.binary import BOS, PAD, Corpus
-from aiayn.training.check import LEAK_TOLERANCE, Check, smoothing_cause, trained_towards
 from aiayn.training.distributed import Env
+from aiayn.training.measure import LEAK_TOLERANCE, Check, smoothing_cause, trained_towards
 
 SHARE_TOLERANCE = 1e-3  # the share on the reference, against 1 - eps_ls (fp32 gradients of a mean)
 
