@@ -452,6 +452,8 @@ def test_tensorboard_events_beside_the_metrics(tmp_path):
     assert [e.value for e in events.Scalars("dev/ppl")] == pytest.approx([r["dev_ppl"] for r in records.dev])
 
 
+# pytest swaps its own threading.excepthook in for each test: the writer thread's traceback would be a warning
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 def test_events_that_cannot_be_written_are_said_once_and_the_training_goes_on(tmp_path, capfd):
     """The events' folder gone under a running training (a full disk acts alike): tensorboard's
     writer thread fails; one line says so, no thread's traceback, and the training ends as usual."""
@@ -474,6 +476,34 @@ def test_events_that_cannot_be_written_are_said_once_and_the_training_goes_on(tm
     out, err = capfd.readouterr()
     assert "Traceback" not in err and "Exception in thread" not in err, err
     assert trainer.files.out.is_file() and len(metrics.read(trainer.files.metrics).progress) == 6
+
+
+def test_the_writer_threads_quiet_hook_comes_back_when_another_replaced_it(monkeypatch):
+    """pytest (and any library) may swap its own threading.excepthook in after Board put ours: the
+    next Board puts ours back over it, which stays quiet for tensorboard's writer thread alone."""
+    import threading
+    import types
+
+    from aiayn.training import board
+
+    seen = []
+    monkeypatch.setattr(threading, "excepthook", seen.append)
+    board._quiet_writer_thread()
+    monkeypatch.setattr(threading, "excepthook", seen.append)  # replaced, as pytest does for each test
+    board._quiet_writer_thread()
+    assert getattr(threading.excepthook, "aiayn_quiet", False)
+
+    class _AsyncWriterThread(threading.Thread):  # tensorboard's writer thread, by its class name
+        pass
+
+    def failure(thread):
+        return types.SimpleNamespace(thread=thread, exc_type=OSError, exc_value=OSError(), exc_traceback=None)
+
+    threading.excepthook(failure(_AsyncWriterThread()))
+    assert seen == []
+    other = failure(threading.Thread())
+    threading.excepthook(other)
+    assert seen == [other]
 
 
 def test_without_tensorboard_the_run_says_so_and_writes_none(tmp_path, monkeypatch):

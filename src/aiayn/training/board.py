@@ -17,25 +17,22 @@ import contextlib
 import os
 import threading
 
-_hooked = False
-
 
 def _quiet_writer_thread() -> None:
     """tensorboard's writer thread re-raises a failed write, which Python prints as a traceback from
     "Thread-1"; the same error reaches the main thread at the next write, where Board says it in one
     line. Leave that thread's failures to the main thread; every other thread's are printed as before."""
-    global _hooked
-    if _hooked:
-        return
     previous = threading.excepthook
+    if getattr(previous, "aiayn_quiet", False):  # ours already (and not replaced since: pytest swaps its own in)
+        return
 
     def hook(args) -> None:
         if type(args.thread).__name__ == "_AsyncWriterThread" and issubclass(args.exc_type, Exception):
             return
         previous(args)
 
+    hook.aiayn_quiet = True
     threading.excepthook = hook
-    _hooked = True
 
 
 TRAIN = {
