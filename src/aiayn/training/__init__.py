@@ -1,9 +1,11 @@
 """The training stage (§5): an encoded corpus and experiment.json in, checkpoints out. `check`
-measures the experiment's model for the known failure modes before it trains, `train` is the
+measures the experiment's model for the known failure modes before it trains, `step_check` the
+same on one real update of its trainer, `measure` what a check is and the readings both share,
+`train` is the
 trainer and one train job, `objective` the loss, optimizer and schedule it steps, `session` what
 happens around its updates, `resume` decides whether a checkpoint continues the run and resumes
 it, `batching` makes the token batches, `distributed` the process group and stop signals, `progress` what a run
-reports while it trains, `watch` the gradient norm and a diverging loss, `board` the TensorBoard
+reports while it trains, `watch` the gradient norm, a diverging loss and a stalled run, `board` the TensorBoard
 events, `average` the §6.1 checkpoint averaging. What training shares with decoding and the
 report (the checkpoint format, metrics.jsonl, the device, precision, the schedule) is
 aiayn.runtime. Called by the check, train and average rules of training.smk; writes

@@ -5,9 +5,11 @@ Before the first update: the run's folder cleared of a killed writer's temporary
 resumed (`aiayn.training.resume.restore`), its start record written (metrics.jsonl, the log, TensorBoard). After
 each update: the first diverging loss told once (`aiayn.training.watch`), a non-finite loss stops
 the run, every `log_interval` updates a progress record (`aiayn.training.progress`), every
-`checkpoint_interval` updates a checkpoint and a dev pass, and a stop signal or a coming time
-limit (`aiayn.training.distributed`) ends the run with a checkpoint, requeued under Slurm. At the
-last update the final model is copied to its name. Every rank runs it; rank 0 writes.
+`checkpoint_interval` updates a checkpoint and a dev pass, a run stalled at the word frequencies'
+loss told once after either (`aiayn.training.watch.Stall`, made at the start from metrics.jsonl),
+and a stop signal or a coming time limit (`aiayn.training.distributed`) ends the run with a
+checkpoint, requeued under Slurm. At the last update the final model is copied to its name. Every
+rank runs it; rank 0 writes.
 """
 
 from __future__ import annotations

@@ -64,10 +64,10 @@ def one_update(settings: dict, corpus: Corpus, perturb=None, trainer_class=None)
     from aiayn.training.train import RunFiles, Trainer
 
     trainer_class = trainer_class or Trainer
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        files = RunFiles(folder, folder / "last.pt", folder / "metrics.jsonl", None)
-        trainer = trainer_class(step_settings(settings), corpus, None, files, Env(), log=lambda message: None)
+    scratch = tempfile.TemporaryDirectory()  # the run's folder, for as long as the update runs
+    folder = Path(scratch.name)
+    files = RunFiles(folder, folder / "last.pt", folder / "metrics.jsonl", None)
+    trainer = trainer_class(step_settings(settings), corpus, None, files, Env(), log=lambda message: None)
     model = trainer.model
     seen: dict = {"inputs": [], "logits": [], "grads": [], "layers": [], "params": {}}
     hooks = []
@@ -108,6 +108,7 @@ def one_update(settings: dict, corpus: Corpus, perturb=None, trainer_class=None)
         # and Adam moments stay (the big model's check held three trainers, 11.8 GB, not 4.9)
         del trainer, model
         gc.collect()
+        scratch.cleanup()
     return seen
 
 
