@@ -8,6 +8,8 @@ import copy
 import json
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -158,3 +160,28 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def two_ranks(script: Path, args: list[str], logs: Path, env: dict, timeout: float = 240) -> tuple[list[int], str]:
+    """`python script args` as ranks 0 and 1 of one job on this machine, started with the environment
+    torchrun gives its workers but without its agent (which ends the other worker with SIGTERM once one
+    has exited: on a loaded machine that can come before that worker's own exit). Returns each rank's
+    own exit status and both ranks' output (rank 0's first); a rank that waits on for a lost peer
+    runs into `timeout`."""
+    port = str(free_port())
+    ranks, files = [], []
+    for rank in (0, 1):
+        rank_env = {**env, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}
+        rank_env |= {"RANK": str(rank), "LOCAL_RANK": str(rank)}
+        files.append((logs / f"rank{rank}.log").open("w"))  # files, not pipes: no rank blocks on a full pipe
+        cmd = [sys.executable, str(script), *args]
+        ranks.append(subprocess.Popen(cmd, env=rank_env, stdout=files[-1], stderr=files[-1]))
+    try:
+        for rank in ranks:
+            rank.wait(timeout=timeout)
+    finally:
+        for rank, file in zip(ranks, files):
+            rank.kill()
+            rank.wait()
+            file.close()
+    return [rank.returncode for rank in ranks], "".join((logs / f"rank{r}.log").read_text() for r in (0, 1))
