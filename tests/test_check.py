@@ -303,6 +303,37 @@ def test_the_checked_code_is_the_code_that_builds_and_trains_a_model(tmp_path):
     assert checked_code(copy) == before
 
 
+def test_a_training_takes_its_check_as_ancient_only_once_it_has_trained(tmp_path):
+    """Before its final checkpoint exists, or with train (or that checkpoint) forced, the edge is a
+    plain one, so that Snakemake plans the training behind a re-run check (snakemake#4166); the
+    composed step, the demo's DAG after a code change, is tests/test_e2e.py's."""
+    from aiayn.study.code import check_is_ancient
+
+    final = tmp_path / "base" / "checkpoints" / "last.pt"
+    assert not check_is_ancient(final)
+    final.parent.mkdir(parents=True)
+    final.write_bytes(b"model")
+    assert check_is_ancient(final) and check_is_ancient(final, {"translate", "check"})
+    assert not check_is_ancient(final, {"train"})
+    assert not check_is_ancient(final, {str(final)}) and not check_is_ancient(final, {f"{final.parent}/./last.pt"})
+
+
+def test_checks_of_other_code_are_said_once_by_name(tmp_path):
+    from aiayn.study.code import stale_checks
+
+    paths = []
+    for name, code in [("base", "code-sha256:old"), ("big", "code-sha256:new"), ("h1", "code-sha256:old")]:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "check.json").write_text(json.dumps({"code": code}))
+        paths.append(tmp_path / name / "check.json")
+    (tmp_path / "torn").mkdir()
+    (tmp_path / "torn/check.json").write_text('{"code": ')  # unreadable: the check rule says so
+    line = stale_checks([*paths, tmp_path / "torn/check.json", tmp_path / "absent/check.json"], "code-sha256:new")
+    assert line.startswith("the checked code changed since the checks of base, h1 ran: they run again first")
+    assert "snakemake checks" in line and "\n" not in line
+    assert stale_checks(paths[1:2], "code-sha256:new") is None
+
+
 # -- bugs written into the source, as a person writes them ------------------------------------------------
 # (file under src/aiayn, the text as it is, the text with the bug): each case runs `python -m aiayn
 # check` on a copy of the package with that one edit, and the one line must name the check, the figure,

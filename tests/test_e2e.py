@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -448,7 +449,8 @@ def test_rebuilt_identical_vocabularies_throw_away_no_training(demo_clone, tmp_p
 def test_changed_model_code_reruns_every_check_and_retrains_nothing(demo_clone, tmp_path):
     """A line of the model's code changed after the demo (a copy of its clone, with src/ a copy):
     the dry-run plans the check of every trained experiment again (their check.json record other
-    code) and no training, decoding or table (a check is an ancient input of training)."""
+    code) and no training, decoding or table (a finished training takes its check as an ancient
+    input); a run not trained yet, or whose training is forced, is planned behind its check in full."""
     work = tmp_path / "work"
     shutil.copytree(demo_clone, work, symlinks=True)
     (work / "src").unlink()
@@ -460,12 +462,40 @@ def test_changed_model_code_reruns_every_check_and_retrains_nothing(demo_clone, 
     )
     unchanged = demo(work, "-n")
     assert unchanged.returncode == 0 and not job_counts(planned_jobs(unchanged.stdout + unchanged.stderr))
+    assert "the checked code changed" not in unchanged.stdout + unchanged.stderr
+    # a run not trained yet and a target behind it (base's final checkpoint and average gone, the
+    # average asked for), planned before the code change, to compare with what is planned after it
+    untrained = [results / "base/checkpoints/last.pt", results / "base/average.pt"]
+    for path in untrained:
+        path.rename(path.with_suffix(".kept"))
+    target = "results/demo/base/average.pt"
+
+    def planned(*args):
+        run = demo(work, "-n", "-p", *args)
+        assert run.returncode == 0, run.stderr[-3000:]
+        return job_counts(planned_jobs(run.stdout + run.stderr))
+
+    before = planned(target)
+    assert before == {"train": 1, "average": 1}, before
+    for path in untrained:
+        path.with_suffix(".kept").rename(path)
     model = work / "src/aiayn/model/transformer.py"
     model.write_text(model.read_text() + "\n# a change a person makes\n")
     plan = demo(work, "-n", "-p")
     assert plan.returncode == 0, plan.stderr[-3000:]
     jobs = planned_jobs(plan.stdout + plan.stderr)
     assert job_counts(jobs) == {"check": len(checked), "all": 1}, job_counts(jobs)  # `all`: the target
+    said = plan.stdout + plan.stderr
+    assert said.count("warning: the checked code changed since the checks of ") == 1, said[-3000:]
+    # the untrained run is planned in full behind its check, not the check alone (snakemake#4166,
+    # aiayn.study.code.check_is_ancient): what was planned before the change, its check once more
+    for path in untrained:
+        path.unlink()
+    after = planned(target)
+    assert after == before + Counter(check=1), (after, before)
+    # a finished run retrained on purpose after a code change: its check, then its training
+    counts = planned("results/demo/big/checkpoints/last.pt", "--forcerun", "train")
+    assert counts == {"check": 1, "train": 1}, counts
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ shell.prefix(
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 
-from aiayn.study.code import checked_code
+from aiayn.study.code import check_is_ancient, checked_code, stale_checks
 from aiayn.study.config import ConfigError, from_command_line, validate
 from aiayn.study.grid import Study, sources_line
 from aiayn.study.launch import LaunchError, launcher
@@ -37,6 +37,9 @@ for _reason in STUDY.skipped.values():
 
 LAYOUT = STUDY.layout
 CHECKED_CODE = checked_code()
+_stale = stale_checks([LAYOUT.check(e) for e in STUDY.trained], CHECKED_CODE)
+if _stale:
+    logger.warning(f"warning: {_stale}")
 # which config files define this study, for the tables' first line
 STUDY_SOURCES = sources_line(
     [str(f) for f in workflow.overwrite_configfiles or []],
@@ -129,6 +132,19 @@ def get_spm_src(wildcards):
 
 def get_spm_tgt(wildcards):
     return LAYOUT.spm(get_dataset(wildcards), "tgt")
+
+
+def get_check(wildcards):
+    """train's check.json: ancient once the run has trained (aiayn.study.code.check_is_ancient)."""
+    check = LAYOUT.check(wildcards.experiment)
+    dag = workflow.dag_settings  # None where no DAG is built (e.g. --lint)
+    forced = (
+        set(dag.forcerun) | (set(dag.targets) if dag.forcetargets else set())
+        if dag
+        else set()
+    )
+    final = LAYOUT.final_checkpoint(wildcards.experiment)
+    return ancient(check) if check_is_ancient(final, forced) else check
 
 
 def get_train_encoded(wildcards):

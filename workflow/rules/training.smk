@@ -34,7 +34,7 @@ rule check:
         runtime=15,
     params:
         # the modules that build and train the model (aiayn.study.code): changed, every check runs
-        # again (train takes check.json as ancient: nothing is retrained for it)
+        # again (a finished train takes check.json as ancient: nothing is retrained for it)
         code=CHECKED_CODE,
     shell:
         "python -m aiayn check --settings {input.settings:q} --train {input.train:q} --out {output:q}"
@@ -43,9 +43,9 @@ rule check:
 
 rule train:
     input:
-        # ancient: a check run again (new code, --forcerun check) retrains nothing; a new experiment.json
-        # or training data retrains as before
-        check=ancient(LAYOUT.check("{experiment}")),
+        # ancient once trained: a check run again (new code, --forcerun check) retrains nothing; a new
+        # experiment.json or training data retrains as before; untrained, the check runs first
+        check=get_check,
         settings=LAYOUT.experiment_json("{experiment}"),
         train=get_train_encoded,
         dev=get_dev_encoded,

@@ -4,12 +4,16 @@ the check stage runs again when they change (and only then), without retraining 
 The check (aiayn.training.check) measures the model, the trainer's step, the loss and the schedule
 as this code makes them; a check.json records `checked_code()`, and the workflow's check rule takes
 it as a parameter, so that Snakemake reruns every experiment's check when the code changes.
-Training takes check.json as an ancient input: a check run again retrains nothing.
+A finished training takes its check.json as an ancient input: a check run again retrains nothing
+(`check_is_ancient`, which says when, and why not before).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+from collections.abc import Iterable
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -35,3 +39,47 @@ def checked_code(package: Path = PACKAGE) -> str:
         digest.update(path.relative_to(package).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
     return "code-sha256:" + digest.hexdigest()
+
+
+def check_is_ancient(final: str | Path, forced: Iterable[str] = ()) -> bool:
+    """Whether the train rule takes its check.json as an ancient input: only once the training has
+    run (its final checkpoint `final` exists), and not when the train rule or `final` is among
+    `forced` (what --forcerun, or --forcetargets with its targets, names).
+
+    Ancient, a check run again (changed code, --forcerun check) retrains nothing. But Snakemake
+    (9.27.1 and the floor 9.16.3) plans a job behind a re-run job only through that job: it leaves out
+    every job downstream of a re-run check while it decides, and skips the ancient edge, so a
+    training that must run for its own reason - its output missing, --forcerun train - and everything
+    after it would not be planned at all (snakemake/snakemake#4166): after a code change the study's
+    untrained runs got their checks and an exit 0, no training. Before its training has run, or when it
+    is forced, the edge is therefore a plain one: the check runs, then the training. What stays:
+    behind a finished run's re-run check, a job due for its own reason waits for the next
+    invocation (`stale_checks` says so; docs/falls-short.md, "The check stage")."""
+    if not Path(final).exists():
+        return False
+    named = {os.path.normpath(name) for name in forced}
+    return "train" not in named and os.path.normpath(final) not in named
+
+
+def stale_checks(checks: Iterable[str | Path], code: str) -> str | None:
+    """One line for the terminal when some of `checks` (check.json files) measured other code than
+    `code`: they run again first, and in this invocation Snakemake plans nothing behind a finished
+    run's re-run check (what `check_is_ancient` cannot change: snakemake/snakemake#4166), so a job
+    of such a run due for its own reason (--forcerun translate, a changed beam, a new test set) is
+    planned by the next invocation. None when every existing check measured `code`."""
+    stale = []
+    for path in map(Path, checks):
+        try:
+            recorded = json.loads(path.read_text()).get("code")
+        except (OSError, ValueError, AttributeError):
+            continue  # absent or unreadable: the check rule remakes it and says so
+        if recorded != code:
+            stale.append(path.parent.name)
+    if not stale:
+        return None
+    names = ", ".join(stale[:3]) + (f" and {len(stale) - 3} more" if len(stale) > 3 else "")
+    return (
+        f"the checked code changed since the checks of {names} ran: they run again first, and behind a "
+        "finished run's re-run check Snakemake plans nothing in this invocation (snakemake/snakemake#4166): "
+        "once they pass, run the command again for what follows (or run `snakemake checks` first)"
+    )
