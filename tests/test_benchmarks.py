@@ -35,3 +35,30 @@ def test_gpu_benchmark_refuses_plainly_without_a_gpu():
     script = [sys.executable, str(ROOT / "benchmarks/gpu.py")]
     run = subprocess.run(script, capture_output=True, text=True, timeout=120, env=env)
     assert run.returncode == 1 and "no GPU here" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_startup_benchmark_measures_the_trainers_own_batch_plan(tmp_path):
+    """benchmarks/startup.py on a small corpus: its pairs, and the first update's pairs as the
+    trainer's Batcher plans them at the paper's batch (25,000 tokens over 8 GPUs)."""
+    import toy
+
+    from aiayn.data import binary
+    from aiayn.training.batching import Batcher, micro_batch_budget
+
+    path = toy.corpus(tmp_path / "train.bin", n=3000, max_len=40)
+    corpus = binary.read(path)
+    out = tmp_path / "startup.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks/startup.py"), str(path), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    (row,) = json.loads(out.read_text())
+    accumulation, budget = micro_batch_budget(25_000, 4096, 8)
+    batcher = Batcher(corpus, budget=budget, seed=1, per_update=accumulation * 8)
+    assert row["pairs"] == len(corpus) == 3000
+    assert row["micro_batches_per_epoch"] == batcher.n_batches
+    assert row["first_update_pairs"] == sum(len(b) for b in batcher.update(1))
+    assert row["peak_rss_mb"] >= row["baseline_rss_mb"] > 0

@@ -20,7 +20,7 @@ from aiayn.data import binary
 from aiayn.data.binary import BOS, EOS, PAD
 from aiayn.runtime import checkpoint, metrics
 from aiayn.runtime.schedule import rate
-from aiayn.training import resume
+from aiayn.training import batching, resume
 from aiayn.training.batching import Batcher, Prefetcher, collate, micro_batch_budget
 from aiayn.training.distributed import Env
 from aiayn.training.objective import label_smoothed_loss
@@ -88,6 +88,19 @@ def test_tokens_per_update_whatever_the_gpu_count(world):
     accumulation, budget = micro_batch_budget(25000, 4096, world)
     assert 25000 <= accumulation * world * budget < 25000 + accumulation * world
     assert budget <= 4096
+
+
+def test_the_batch_plan_does_not_depend_on_the_chunks_its_lengths_are_read_in(monkeypatch):
+    """length_batches reads the sorted lengths a chunk at a time (its memory at 36M pairs): the
+    cuts, a batch closing across a chunk's edge included, are those of one pass over them all."""
+    rng = np.random.default_rng(3)
+    src = rng.integers(2, 90, 5000)
+    tgt = np.maximum(2, src + rng.integers(-10, 10, 5000))
+    whole = batching.length_batches(src, tgt, 300, np.random.default_rng([1, 0]), max_padded=400)
+    for chunk in (1, 7, 64, 4999):
+        monkeypatch.setattr(batching, "_CHUNK", chunk)
+        cut = batching.length_batches(src, tgt, 300, np.random.default_rng([1, 0]), max_padded=400)
+        assert len(cut) == len(whole) and all(np.array_equal(a, b) for a, b in zip(cut, whole)), chunk
 
 
 def test_padding_and_tokens_per_update_on_real_sentence_lengths():
