@@ -1,7 +1,9 @@
 """The demo's training on a busy machine, with and without the thread policy of `aiayn.cli.thread_policy`.
 
 One demo training job (base: 2 layers, width 96, 1,000-token batches), run as its rule runs it
-(`python -m aiayn train`, OMP_NUM_THREADS = the demo's 2 threads), for `--updates` updates:
+(`python -m aiayn train`) with 2 threads (OMP_NUM_THREADS: the demo's trainings had 2 until the
+demo profile gave each torch job one; with more than one thread a training has threads that wait,
+which is where the policy acts), for `--updates` updates:
 
 - quiet: nothing else running, with the policy (OMP_WAIT_POLICY=PASSIVE);
 - loaded: beside `--load` CPU-bound processes (default: 2 per core, a busy laptop's load), with the
@@ -116,7 +118,7 @@ def main() -> None:
     base.pop("SNAKEMAKE_PROFILE", None)
     base.setdefault("XDG_CACHE_HOME", tempfile.gettempdir() + "/aiayn-bench-cache")
     base["PYTHONPATH"] = str(ROOT / "src")
-    base["OMP_NUM_THREADS"] = "2"  # what the demo's train rule gets (threads 8, --cores 2)
+    base["OMP_NUM_THREADS"] = "2"  # threads that wait on each other: what the policy is about
     policy, no_policy = dict(base), {**base, "AIAYN_THREAD_POLICY": "off"}
     work = Path(tempfile.mkdtemp(prefix="aiayn-load-"))
     print(f"demo data in {work} ...", flush=True)

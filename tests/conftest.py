@@ -146,17 +146,20 @@ def fresh_clone(folder: Path, copied: tuple[str, ...] = ()) -> Path:
 
 def planned_jobs(output: str) -> list[dict]:
     """Jobs of a `snakemake -n -p` run:
-    [{"rule": ..., "input": ..., "output": ..., "resources": {...}, "shell": ...}]."""
+    [{"rule": ..., "input": ..., "output": ..., "threads": ..., "resources": {...}, "shell": ...}]
+    (Snakemake prints no `threads` line for a job of one thread)."""
     jobs = []
     for block in re.split(r"\n(?=rule \w+:\n)", output):
         head = re.match(r"rule (\w+):\n", block)
         if not head:
             continue
-        job = {"rule": head.group(1), "input": "", "output": "", "resources": {}, "shell": ""}
+        job = {"rule": head.group(1), "input": "", "output": "", "threads": 1, "resources": {}, "shell": ""}
         for line in block.splitlines()[1:]:
             key, _, value = line.strip().partition(": ")
             if key in ("input", "output", "wildcards"):
                 job[key] = value
+            elif key == "threads":
+                job["threads"] = int(value)
             elif key == "resources":
                 job["resources"] = dict(kv.split("=", 1) for kv in value.split(", ") if "=" in kv)
         shell = re.search(r"Shell command: (.*)", block)

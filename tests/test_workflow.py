@@ -210,6 +210,18 @@ def test_the_demo_asks_for_what_it_uses(tmp_path):
     assert [a for a in asked if a[1] != "0" or a[2] > 2000] == []
 
 
+def test_the_demos_torch_jobs_run_on_one_thread_whatever_the_cores(tmp_path):
+    """The thread count moves the demo's figures (docs/demo.md): every job of the demo's whole DAG
+    runs on one thread, also when a user's --cores gives more, but sentencepiece's (vocab: the same
+    model at 1, 2 and 8 threads; encode: each line's ids, returned in order) and Table 1's, whose
+    times are the machine's."""
+    run = snakemake("-n", "-p", "--profile", "profiles/demo", "--cores", "8", "-d", str(tmp_path))
+    assert run.returncode == 0, run.stderr[-2000:]
+    jobs = planned_jobs(run.stdout + run.stderr)
+    assert {"check", "train", "translate", "average", "figures"} <= {j["rule"] for j in jobs}
+    assert {j["rule"]: j["threads"] for j in jobs if j["threads"] > 1} == {"vocab": 8, "encode": 8, "table1": 2}
+
+
 def test_no_default_profile():
     assert not (ROOT / "profiles" / "default").exists()  # Snakemake would apply it silently
 
