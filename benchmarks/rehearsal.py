@@ -10,6 +10,8 @@
    dataset; then each trained experiment to its scores, after which its folder of checkpoints is
    measured (and, unless --keep, its step and resume checkpoints removed: the machine's disk holds
    the data and one run's checkpoints, not all of them); then the rest (tables, figures, Table 1).
+   A rehearsal stopped and run again (with --run, say, to leave experiments out) resumes: its
+   trainings from their resume checkpoints, its records from results/rehearsal/progress.json.
 3. Every `python -m aiayn` job records its wall and CPU seconds, peak RSS and bytes written
    (AIAYN_COSTS, aiayn.cli.record_cost); a thread samples the disk the study takes. All of it goes to
    results/rehearsal/cost.{md,csv} (per job), checkpoints.{md,csv} (per run) and summary.json.
@@ -119,24 +121,37 @@ def main() -> None:
     env.pop("SNAKEMAKE_PROFILE", None)
     disk = DiskPeak(out)
     disk.start()
-    stages = {}
+    # what earlier invocations measured (a rehearsal stopped and run again keeps them): progress.json
+    progress_path = out / "progress.json"
+    progress = json.loads(progress_path.read_text()) if progress_path.exists() else {}
+    stages, runs = progress.get("stages_s", {}), progress.get("runs", {})
+    disk.peak, disk.at = progress.get("peak_disk_bytes", 0), progress.get("peak_disk_stage")
+    before_s = progress.get("total_s", 0.0)  # the earlier invocations' time
+
+    def save() -> None:
+        record = {"stages_s": stages, "runs": runs, "peak_disk_bytes": disk.peak, "peak_disk_stage": disk.at,
+                  "total_s": round(before_s + time.time() - started, 1)}  # fmt: skip
+        progress_path.write_text(json.dumps(record, indent=2) + "\n")
 
     def stage(name: str, *targets: str) -> None:
         disk.stage = name
         t0 = time.time()
         snakemake(*targets, env=env)
         disk.sample()
-        stages[name] = round(time.time() - t0, 1)
+        stages.setdefault(name, round(time.time() - t0, 1))  # a finished stage run again is a no-op
+        save()
 
     # 2. the data, then each training to its scores, then the rest
     stage("data", "data")
-    runs = []
     for name in study.trained:
         evaluations = [ev for ev in study.evaluations() if ev.experiment == name]
         stage(name, *(study.layout.score(name, ev.testset) for ev in evaluations))
         folder = Path(study.layout.checkpoints(name))
         files = folder_files(ROOT / folder)
-        runs.append({"experiment": name, "files": files, "bytes": sum(files.values())})
+        pruned = set(files) <= {"last.pt"}  # by an earlier invocation: what it held is in progress.json or lost
+        if not pruned and (name not in runs or sum(files.values()) > runs[name]["bytes"]):
+            runs[name] = {"experiment": name, "files": files, "bytes": sum(files.values())}
+            save()
         if not args.keep:
             for file in (ROOT / folder).glob("*.pt"):
                 if file.name != "last.pt":
@@ -145,8 +160,8 @@ def main() -> None:
     disk.done.set()
 
     # 3. the records
-    summary = {"stages_s": stages, "total_s": round(time.time() - started, 1), "peak_disk_bytes": disk.peak,
-               "peak_disk_stage": disk.at, "runs": runs, "pairs": sizes,
+    summary = {"stages_s": stages, "total_s": round(before_s + time.time() - started, 1), "peak_disk_bytes": disk.peak,
+               "peak_disk_stage": disk.at, "runs": list(runs.values()), "pairs": sizes,
                "results_bytes": disk.size(), "mirror": made}  # fmt: skip
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     costs = [json.loads(line) for line in (out / "costs.jsonl").read_text().splitlines() if line.strip()]
