@@ -136,7 +136,16 @@ class Watcher(threading.Thread):
         step = stop[0]["step"]
         seen["stop"] = stop[0]
         lines = re.compile(rf"^rank \d on (node\d): stops at step {step}$", re.M)
-        seen["stopped_on"] = self.wait(lambda: sorted(lines.findall(self.log.read_text())) == NODES and NODES, 60)
+        # every stop line seen, kept: a loaded machine took about a minute from the stop record to the
+        # lines once (CI, 2026-12-03), and the requeued job's run of the rule starts its log anew
+        stopped, t0 = set(), time.time()
+
+        def both_stopped():
+            stopped.update(lines.findall(self.log.read_text()))
+            return sorted(stopped) == NODES and NODES
+
+        seen["stopped_on"] = self.wait(both_stopped, 240)
+        seen["stop_lines_after_s"] = round(time.time() - t0, 1)
         subprocess.run(["scontrol", "update", f"JobId={job}", "TimeLimit=30"], check=True)
         if self.wait(lambda: squeue(job, "%T") == "PENDING", 120):
             subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)
