@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from aiayn.data import mimic  # noqa: E402
+from aiayn.io import atomic_write_text  # noqa: E402
 from aiayn.report.format import to_csv, to_markdown  # noqa: E402
 from aiayn.study import config as cfg  # noqa: E402
 from aiayn.study.grid import Study  # noqa: E402
@@ -109,7 +110,7 @@ def main() -> None:
             "archives": mimic.write_archives(config, sizes, samples, data / "wmt14", out / "mirror"),
         }
         made["generated_s"] = round(time.time() - t0, 1)
-        made_path.write_text(json.dumps(made, indent=2) + "\n")
+        atomic_write_text(made_path, json.dumps(made, indent=2) + "\n")  # read by the next invocation
     overlay = {"mirror": f"file://{out / 'mirror'}/", "archives": made["archives"]}
     if args.run:
         overlay["run"] = args.run.split(",")
@@ -131,7 +132,7 @@ def main() -> None:
     def save() -> None:
         record = {"stages_s": stages, "runs": runs, "peak_disk_bytes": disk.peak, "peak_disk_stage": disk.at,
                   "total_s": round(before_s + time.time() - started, 1)}  # fmt: skip
-        progress_path.write_text(json.dumps(record, indent=2) + "\n")
+        atomic_write_text(progress_path, json.dumps(record, indent=2) + "\n")  # a stop mid-write keeps the last
 
     def stage(name: str, *targets: str) -> None:
         disk.stage = name
