@@ -114,7 +114,7 @@ def main() -> None:
     overlay = {"mirror": f"file://{out / 'mirror'}/", "archives": made["archives"]}
     if args.run:
         overlay["run"] = args.run.split(",")
-    overlay_path.write_text(yaml.safe_dump(overlay, sort_keys=False))
+    atomic_write_text(overlay_path, yaml.safe_dump(overlay, sort_keys=False))
     files = [ROOT / "config.yaml", ROOT / "profiles/rehearsal/study.yaml", overlay_path]
     study = Study(cfg.validate(cfg.merged(files)))
 
@@ -164,11 +164,11 @@ def main() -> None:
     summary = {"stages_s": stages, "total_s": round(before_s + time.time() - started, 1), "peak_disk_bytes": disk.peak,
                "peak_disk_stage": disk.at, "runs": list(runs.values()), "pairs": sizes,
                "results_bytes": disk.size(), "mirror": made}  # fmt: skip
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     costs = [json.loads(line) for line in (out / "costs.jsonl").read_text().splitlines() if line.strip()]
     rows = [job_row(c) for c in costs]
-    (out / "cost.csv").write_text(to_csv(rows))
-    (out / "cost.md").write_text("# What each job of the rehearsal cost\n\n" + to_markdown(rows))
+    atomic_write_text(out / "cost.csv", to_csv(rows))  # read by `aiayn plan --costs`
+    atomic_write_text(out / "cost.md", "# What each job of the rehearsal cost\n\n" + to_markdown(rows))
     print(f"rehearsal done in {summary['total_s'] / 3600:.1f} h; peak disk {disk.peak / 1e9:.1f} GB "
           f"({disk.at}); {out / 'cost.md'}")  # fmt: skip
 
