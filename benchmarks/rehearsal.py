@@ -14,7 +14,8 @@
    trainings from their resume checkpoints, its records from results/rehearsal/progress.json.
 3. Every `python -m aiayn` job records its wall and CPU seconds, peak RSS and bytes written
    (AIAYN_COSTS, aiayn.cli.record_cost); a thread samples the disk the study takes. All of it goes to
-   results/rehearsal/cost.{md,csv} (per job), checkpoints.{md,csv} (per run) and summary.json.
+   results/rehearsal/cost.{md,csv} (per job: seconds, peak RSS in MiB, MB written) and summary.json (the
+   stages' seconds, the peak disk, each run's folder of checkpoints: its files and their bytes).
 """
 
 from __future__ import annotations
@@ -184,8 +185,9 @@ def job_row(record: dict) -> dict:
         "exit": record["exit"],
         "wall_s": record["wall_s"],
         "cpu_s": record["cpu_s"],
-        "max_rss_mb": record["max_rss_mb"],
-        "written_mb": round(record["write_bytes"] / 2**20, 1),
+        # MiB, as ru_maxrss and Slurm's --mem count; earlier records named it max_rss_mb
+        "max_rss_mib": record.get("max_rss_mib", record.get("max_rss_mb")),
+        "written_mb": round(record["write_bytes"] / 1e6, 1),  # MB, as the disk figures
     }
 
 

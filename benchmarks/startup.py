@@ -1,6 +1,6 @@
 """A training's start-up at the paper's corpus sizes: reading the encoded corpus (its digest
 verified) and building the batch plan, as `aiayn.training.train.Trainer` does before its first
-update, each corpus in a fresh process; wall time, peak RSS and its allocated part (RssAnon).
+update, each corpus in a fresh process; wall time, peak RSS and its allocated part (RssAnon), in MiB.
 
     python benchmarks/startup.py results/rehearsal/data/wmt14-en-de/train.bin \\
         results/rehearsal/data/wmt14-en-fr/train.bin --json benchmarks/startup.json
@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def status_mb(field: str) -> float:
+def status_mib(field: str) -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
@@ -38,7 +38,7 @@ def child(path: str, tokens_per_update: int, max_tokens: int, gpus: int) -> dict
     from aiayn.data import binary
     from aiayn.training.batching import Batcher, micro_batch_budget
 
-    base_rss, base_anon = status_mb("VmRSS"), status_mb("RssAnon")
+    base_rss, base_anon = status_mib("VmRSS"), status_mib("RssAnon")
     t0 = time.perf_counter()
     corpus = binary.read(path)
     t_read = time.perf_counter() - t0
@@ -55,10 +55,10 @@ def child(path: str, tokens_per_update: int, max_tokens: int, gpus: int) -> dict
         "startup_s": round(total, 1),
         "micro_batches_per_epoch": batcher.n_batches,
         "first_update_pairs": int(sum(len(b) for b in first)),
-        "baseline_rss_mb": round(base_rss),
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-        "anon_after_mb": round(status_mb("RssAnon")),
-        "anon_added_mb": round(status_mb("RssAnon") - base_anon),
+        "baseline_rss_mib": round(base_rss),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "anon_after_mib": round(status_mib("RssAnon")),
+        "anon_added_mib": round(status_mib("RssAnon") - base_anon),
     }
 
 
@@ -88,14 +88,14 @@ def main() -> None:
         rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
         r = rows[-1]
         print(f"{r['pairs']:>12,} pairs  read {r['read_s']:6.1f} s  plan {r['plan_s']:6.1f} s  "
-              f"peak RSS {r['peak_rss_mb']:6,} MB (baseline {r['baseline_rss_mb']:,}; "
-              f"allocated +{r['anon_added_mb']:,})  {path}", flush=True)  # fmt: skip
+              f"peak RSS {r['peak_rss_mib']:6,} MiB (baseline {r['baseline_rss_mib']:,}; "
+              f"allocated +{r['anon_added_mib']:,})  {path}", flush=True)  # fmt: skip
     if len(rows) > 1:
         a, b = rows[0], rows[-1]
         time_x = b["startup_s"] / max(a["startup_s"], 1e-9)
-        anon_x = b["anon_added_mb"] / max(a["anon_added_mb"], 1)
+        anon_x = b["anon_added_mib"] / max(a["anon_added_mib"], 1)
         print(f"x{b['pairs'] / a['pairs']:.1f} pairs: time x{time_x:.1f}, peak RSS "
-              f"x{b['peak_rss_mb'] / a['peak_rss_mb']:.2f}, allocated x{anon_x:.1f}")  # fmt: skip
+              f"x{b['peak_rss_mib'] / a['peak_rss_mib']:.2f}, allocated x{anon_x:.1f}")  # fmt: skip
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
 

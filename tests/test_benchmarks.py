@@ -61,4 +61,4 @@ def test_startup_benchmark_measures_the_trainers_own_batch_plan(tmp_path):
     assert row["pairs"] == len(corpus) == 3000
     assert row["micro_batches_per_epoch"] == batcher.n_batches
     assert row["first_update_pairs"] == sum(len(b) for b in batcher.update(1))
-    assert row["peak_rss_mb"] >= row["baseline_rss_mb"] > 0
+    assert row["peak_rss_mib"] >= row["baseline_rss_mib"] > 0

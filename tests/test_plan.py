@@ -73,13 +73,17 @@ def test_a_measured_mfu_is_taken_where_the_gpu_was_benchmarked(paper, tmp_path):
         plan.plan([paper["base-en-de"]], gpu="H100", gpus=8, benchmark=bench)
 
 
-def test_a_job_that_needs_more_memory_than_it_asks_is_named(paper, tmp_path):
+@pytest.mark.parametrize("column", ["max_rss_mib", "max_rss_mb"])  # the record's name, and its earlier one
+def test_a_job_that_needs_more_memory_than_it_asks_is_named(paper, tmp_path, column):
     costs = tmp_path / "cost.csv"
-    costs.write_text("rule,job,wall_s,max_rss_mb\ntrain,base-en-de,10,70000\ntrain,big-en-de,10,9000\n")
+    costs.write_text(f"rule,job,wall_s,{column}\ntrain,base-en-de,10,70000\ntrain,big-en-de,10,9000\n")
     rows, totals = plan.plan([paper["base-en-de"], paper["big-en-de"]], gpu="H100", gpus=8, costs=costs,
                              requests={"train": {"mem_mb": 64000}})  # fmt: skip
-    assert totals["short"] == ["base-en-de"] and rows[0]["host_memory_GB"] == pytest.approx(70000 / 1024)
-    assert "Ask for more memory: base-en-de" in plan.document(rows, totals)
+    assert totals["short"] == ["base-en-de"]  # 70,000 MiB measured against Slurm's --mem 64000 (MiB)
+    assert rows[0]["host_memory_GiB"] == pytest.approx(70000 / 1024) and rows[1]["host_memory_GiB"] == 9000 / 1024
+    assert rows[0]["requested_GiB"] == pytest.approx(62.5)
+    text = plan.document(rows, totals)
+    assert "Ask for more memory: base-en-de" in text and "host_memory_GiB" in text and "requested_GiB" in text
 
 
 def test_the_command_prints_the_paper_studys_totals_for_p100_and_h100(tmp_path, capsys):

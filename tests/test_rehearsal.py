@@ -4,6 +4,8 @@ retention and averaging run past what each run keeps, as the page says."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from conftest import ROOT
 
@@ -50,3 +52,41 @@ def test_one_gpus_share_of_the_batch(studies):
     for name in rehearsal.trained:
         ours, theirs = rehearsal.experiment(name)["train"], paper.experiment(name)["train"]
         assert ours["tokens_per_update"] * 8 == theirs["tokens_per_update"], name  # the paper's 8 GPUs (§5.2)
+
+
+def test_a_jobs_cost_record_counts_its_memory_in_mib_as_slurm_does(tmp_path, monkeypatch):
+    """`AIAYN_COSTS`: the peak RSS in MiB (the unit of Slurm's --mem, which a rule's mem_mb goes to),
+    checked against the kernel's own high-water mark (VmHWM, in KiB), not against the same formula."""
+    import json
+    import resource
+    import sys
+    import time
+
+    from aiayn import cli
+
+    status = Path("/proc/self/status")
+    if not status.exists():
+        pytest.skip("needs Linux's /proc/self/status (VmHWM)")
+    costs = tmp_path / "costs.jsonl"
+    monkeypatch.setenv("AIAYN_COSTS", str(costs))
+    cli.record_cost("plan", ["plan"], time.time(), 0)
+    (record,) = [json.loads(line) for line in costs.read_text().splitlines()]
+    hwm_kib = next(int(line.split()[1]) for line in status.read_text().splitlines() if line.startswith("VmHWM:"))
+    children_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    assert record["max_rss_mib"] == pytest.approx(max(hwm_kib, children_kib) / 1024, rel=0.005)
+    assert "max_rss_mb" not in record and sys.platform.startswith("linux")
+
+
+def test_the_rehearsals_cost_rows_name_their_units(tmp_path):
+    """benchmarks/rehearsal.py's cost.csv rows: peak RSS in MiB as recorded (an earlier record's
+    max_rss_mb held the same MiB), bytes written in MB (10^9 bytes a GB, as the disk figures)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("rehearsal", ROOT / "benchmarks" / "rehearsal.py")
+    rehearsal = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rehearsal)
+    argv = ["train", "--log-to", "results/rehearsal/logs/train/base-en-de.log"]
+    record = {"command": "train", "argv": argv, "exit": 0, "wall_s": 1.0, "cpu_s": 2.0, "write_bytes": 7_316_400_000}
+    for unit in ("max_rss_mib", "max_rss_mb"):
+        row = rehearsal.job_row({**record, unit: 5150.6})
+        assert (row["job"], row["max_rss_mib"], row["written_mb"]) == ("base-en-de", 5150.6, 7316.4)

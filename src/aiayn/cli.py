@@ -251,7 +251,8 @@ def guard(command: str | None, args) -> None:
 def record_cost(command: str | None, argv: list[str], started: float, code) -> None:
     """With AIAYN_COSTS=FILE in the environment (the rehearsal of the study sets it), what this
     command cost, appended to FILE as a JSON line: its wall and CPU seconds, its peak resident
-    memory and the bytes it wrote (this process and the children it waited for)."""
+    memory in MiB (`max_rss_mib`, the larger of its own and its waited-for children's `ru_maxrss`;
+    Slurm's `--mem` counts in the same unit) and the bytes it wrote (this process and those children)."""
     path = os.environ.get("AIAYN_COSTS")
     if not path:
         return
@@ -271,7 +272,7 @@ def record_cost(command: str | None, argv: list[str], started: float, code) -> N
         "exit": code,
         "wall_s": round(time.time() - started, 3),
         "cpu_s": round(own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime, 3),
-        "max_rss_mb": round(max(own.ru_maxrss, children.ru_maxrss) / 1024, 1),  # kB on Linux
+        "max_rss_mib": round(max(own.ru_maxrss, children.ru_maxrss) / 1024, 1),  # ru_maxrss: KiB on Linux
         "write_bytes": int(io.get("write_bytes", 0)),
     }
     with contextlib.suppress(OSError), open(path, "a", encoding="utf-8") as f:

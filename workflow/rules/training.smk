@@ -30,7 +30,7 @@ rule check:
         "../../envs/torch.yaml"
     threads: 2
     resources:
-        mem_mb=10000,  # twice the big model's measured 4.2 GB (docs/rehearsal.md)
+        mem_mb=10000,  # MiB (Slurm's --mem): twice the big model's measured 4.2-4.8 GiB (docs/rehearsal.md)
         runtime=15,
     params:
         # the modules that build and train the model (aiayn.study.code): changed, every check runs

@@ -14,7 +14,8 @@ at their peak, the host memory it was measured to need, and the Slurm resources 
   weights (4 bytes a parameter), RESUMABLE resume checkpoints (the weights and Adam's two moments:
   12 bytes a parameter) and the final model's weights; a few KB of settings aside.
 - Host memory and requests: the rehearsal's measured peak RSS of each job (results/rehearsal/cost.csv,
-  benchmarks/rehearsal.py) against the memory the rule requests (the profile's set-resources); a
+  benchmarks/rehearsal.py) against the memory the rule requests (the profile's set-resources), both
+  in GiB: the record counts MiB, and `mem_mb` goes to Slurm's `--mem`, which counts MiB too; a
   job that needs more than it asks for is named.
 """
 
@@ -89,13 +90,18 @@ def checkpoint_bytes(params: int, keep: int) -> int:
 
 
 def measured_costs(path: Path | None) -> dict[tuple[str, str], float]:
-    """(rule, job) -> peak RSS in MB, from the rehearsal's cost.csv (empty where there is none); a file
-    that is not such a table is refused naming it."""
+    """(rule, job) -> peak RSS in MiB, from the rehearsal's cost.csv (empty where there is none; its
+    column max_rss_mib, or max_rss_mb, as earlier ones named the same MiB); a file that is not such
+    a table is refused naming it."""
     if path is None or not path.is_file():
         return {}
     try:
         with open(readable(path, "the rehearsal's cost table"), encoding="utf-8") as f:
-            rows = {(r["rule"], r["job"]): float(r["max_rss_mb"]) for r in csv.DictReader(f) if r.get("max_rss_mb")}
+            rows = {
+                (r["rule"], r["job"]): float(rss)
+                for r in csv.DictReader(f)
+                if (rss := r.get("max_rss_mib") or r.get("max_rss_mb"))
+            }
     except (ValueError, KeyError, TypeError, UnicodeDecodeError, csv.Error) as exc:
         raise UserError(f"{path}: not the rehearsal's cost table ({type(exc).__name__}: {exc})") from None
     if not all(math.isfinite(v) and v >= 0 for v in rows.values()):
@@ -148,8 +154,8 @@ def plan(
                 "gpu_hours": gpu_hours,
                 "wall_hours": gpu_hours / gpus,
                 "checkpoints_GB": checkpoint_bytes(params, tr["keep_checkpoints"] or 0) / 1e9,
-                "host_memory_GB": need / 1024 if need else None,
-                "requested_GB": train_request.get("mem_mb", 0) / 1024 or None,
+                "host_memory_GiB": need / 1024 if need else None,  # both in MiB, as Slurm's --mem counts
+                "requested_GiB": train_request.get("mem_mb", 0) / 1024 or None,
                 "short": "yes" if need and need > train_request.get("mem_mb", math.inf) else "",
             }
         )

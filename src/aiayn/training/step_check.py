@@ -105,7 +105,7 @@ def one_update(settings: dict, corpus: Corpus, perturb=None, trainer_class=None)
             h.remove()
         trainer.prefetcher.close()
         # a trainer holds reference cycles: without a collection here each replay's model, gradients
-        # and Adam moments stay (the big model's check held three trainers, 11.8 GB, not 4.9)
+        # and Adam moments stay (the big model's check held three trainers, 11.5 GiB, not 4.8)
         del trainer, model
         gc.collect()
         scratch.cleanup()
