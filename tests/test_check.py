@@ -27,6 +27,8 @@ from aiayn.training.batching import Batch, collate
 from aiayn.training.objective import optimizer_and_schedule
 
 NAMES = [
+    "inference_determinism",
+    "attention_weights",
     "future_leakage",
     "padding",
     "attention_logits",
@@ -36,8 +38,18 @@ NAMES = [
     "tied_weights",
     "schedule",
     "label_smoothing",
+    "loss_padding",
+    "reference",
+    "residual_dropout",
 ]
-STEP = ["step_decoder_input", "step_smoothing", "step_future", "step_gradients"]  # aiayn.training.step_check
+STEP = [
+    "step_padding",
+    "step_decoder_input",
+    "step_smoothing",
+    "step_future",
+    "step_gradients",
+    "optimizer",
+]  # aiayn.training.step_check
 ALL = NAMES + STEP
 
 
@@ -383,6 +395,62 @@ SOURCE_BUGS = {
         "step_gradients", ["none reached encoder.0", "the graph cut before them"],
     ),
 }  # fmt: skip
+# the issue-54 set: bugs that trained before with nothing said, or were named under the wrong cause;
+# here the one line on stderr (the first failure) must name the check and the cause that fits
+T = "model/transformer.py"
+FIRST_LINE_BUGS = {
+    "the residual dropped around the encoder-decoder attention": (
+        T, "        x = self.sub[1](x, lambda y: self.cross_attn(y, memory, src_mask))\n        return self.sub[2](x, self.ffn)\n\n",  # noqa: E501
+        "        x = self.sub[1].norm(self.sub[1].dropout(self.cross_attn(x, memory, src_mask)))\n"
+        "        return self.sub[2](x, self.ffn)\n\n",
+        "reference", ["the input of decoder layer 1's feed-forward network",
+                      "the residual connection dropped around decoder layer 1's encoder-decoder attention"],
+    ),
+    "Adam's betas swapped": (
+        "training/objective.py", 'betas=(tr["adam_beta1"], tr["adam_beta2"])', 'betas=(tr["adam_beta2"], tr["adam_beta1"])',  # noqa: E501
+        "optimizer", ["beta1 0.98, beta2 0.9", "beta1 and beta2 swapped"],
+    ),
+    "Adam's eps hard-coded": (
+        "training/objective.py", 'eps=tr["adam_eps"]', "eps=1e-8", "optimizer", ["eps 1e-08 (the reference's 1e-09)"],
+    ),
+    "the positions added again in the encoder": (
+        T, "        x = self.src_embed(src)\n",
+        "        x = self.src_embed(src)\n        x = x + sinusoidal_positions(src.size(1), self.cfg.d_model).to(x.dtype)\n",  # noqa: E501
+        "reference", ["the input of encoder layer 1", "the positional encoding added again between the source embedding"],  # noqa: E501
+    ),
+    "pre-LN in one encoder layer": (
+        T, "        self.sub = nn.ModuleList([SublayerConnection(cfg) for _ in range(2)])",
+        "        self.sub = nn.ModuleList([SublayerConnection(cfg) for _ in range(2)])\n        self.sub[0].pre_norm = True",  # noqa: E501
+        "reference", ["the input of encoder layer 1's self-attention", "reading LayerNorm(x), the pre-LN variant"],
+    ),
+    "dropout left on at inference": (
+        T, "return self.dropout(x + pos.to(x.dtype))", "return F.dropout(x + pos.to(x.dtype), self.dropout.p)",
+        "inference_determinism", ["first in src_embed", "dropout applied at inference"],
+    ),
+    "the softmax over the wrong axis": (
+        T, "    return scores.softmax(-1)\n\n\nclass MultiHeadAttention",
+        "    return scores.softmax(-2)\n\n\nclass MultiHeadAttention",
+        "attention_weights", ["the softmax taken over the queries (dim -2)"],
+    ),
+    "padding counted in the loss": (
+        "training/objective.py", 'F.cross_entropy(flat, target, ignore_index=PAD, label_smoothing=smoothing, reduction="sum")',  # noqa: E501
+        'F.cross_entropy(flat, target, label_smoothing=smoothing, reduction="sum")',
+        "loss_padding", ["padding targets counted in the loss"],
+    ),
+    "GELU in the feed-forward network": (
+        T, "return self.W_2(F.relu(self.W_1(x)))", "return self.W_2(F.gelu(self.W_1(x)))",
+        "reference", ["encoder layer 1's feed-forward network", "GELU, not ReLU"],
+    ),
+    "no residual dropout": (
+        T, "        return self.norm(x + self.dropout(sublayer(x)))", "        return self.norm(x + sublayer(x))",
+        "residual_dropout", ["nothing dropped at encoder layer 1's self-attention"],
+    ),
+    "a final layer norm under post-LN": (
+        T, "        self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()",
+        "        self.decoder_norm = nn.LayerNorm(cfg.d_model)",
+        "reference", ["parameters §3 does not: decoder_norm.weight"],
+    ),
+}  # fmt: skip
 HARMLESS = {
     "attention written out (softmax, not the fused kernel)": (
         "model/transformer.py",
@@ -394,6 +462,11 @@ HARMLESS = {
         "angle = pos / torch.pow(10000.0, torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)",
         "angle = pos * torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))",
     ),
+    "the heads split by reshape and permute": (
+        "model/transformer.py",
+        "return x.view(B, T, self.h, width).transpose(1, 2)  # (B, h, T, width)",
+        "return x.reshape(B, T, self.h, width).permute(0, 2, 1, 3)  # (B, h, T, width)",
+    ),
     "the sinusoids in halves (tensor2tensor's layout)": (
         "model/transformer.py",
         "pe[:, 0::2] = torch.sin(angle)\n    pe[:, 1::2] = torch.cos(angle)",
@@ -402,17 +475,18 @@ HARMLESS = {
 }
 
 
-def check_with_edit(tmp_path, file: str, old: str, new: str) -> subprocess.CompletedProcess:
+def check_with_edit(tmp_path, file: str, old: str, new: str, *more) -> subprocess.CompletedProcess:
     """`python -m aiayn check` of a two-layer toy experiment, run from a copy of the package with
-    `old` replaced by `new` in `file`."""
+    `old` replaced by `new` in `file` (and in each further (file, old, new) of `more`)."""
     import shutil
 
     package = tmp_path / "src" / "aiayn"
     shutil.copytree(ROOT / "src" / "aiayn", package, ignore=shutil.ignore_patterns("__pycache__"))
-    path = package / file
-    text = path.read_text()
-    assert text.count(old) == 1, f"{file}: the text to change is not there once: {old}"
-    path.write_text(text.replace(old, new))
+    for file, old, new in [(file, old, new), *more]:
+        path = package / file
+        text = path.read_text()
+        assert text.count(old) == 1, f"{file}: the text to change is not there once: {old}"
+        path.write_text(text.replace(old, new))
     settings = toy.settings()
     settings["model"] = {**settings["model"], "N": 2}
     (tmp_path / "experiment.json").write_text(json.dumps(settings))
@@ -433,6 +507,26 @@ def test_a_bug_written_into_the_source_fails_its_check_naming_where_and_why(bug,
     assert f"check {name} failed: " in run.stdout + run.stderr, run.stdout[-3000:]
     line = next(x for x in (run.stdout + run.stderr).splitlines() if x.startswith(f"check {name} failed: "))
     assert all(s in line for s in said), line
+    assert not (tmp_path / "check.json").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bug", sorted(FIRST_LINE_BUGS))
+def test_a_bug_of_the_composition_stops_with_one_line_naming_its_cause(bug, tmp_path):
+    file, old, new, name, said = FIRST_LINE_BUGS[bug]
+    more = [
+        (
+            T,
+            "return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal, "
+            "scale=self.scale)",
+            "return F.dropout(attention_weights(q, k, mask, causal, self.scale), p) @ v",
+        )
+    ]
+    run = check_with_edit(tmp_path, file, old, new, *(more if "softmax" in bug else []))  # fmt: skip
+    err = [line for line in run.stderr.strip().splitlines() if "aiayn check: error" in line]
+    assert run.returncode == 2 and len(err) == 1, run.stderr[-3000:]
+    assert f"experiment toy: check {name} failed: " in err[0], err[0]
+    assert all(s in err[0] for s in said), err[0]
     assert not (tmp_path / "check.json").exists()
 
 

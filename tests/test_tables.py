@@ -377,6 +377,23 @@ def test_table4_delta_only_for_the_papers_parser(tmp_path, paper_config):
     (tmp_path / "data/wsj/train.src").write_text("w\n" * 39_832)
     (row,) = build(4, tmp_path, [{**exp, "model": {**parser, "N": 3}}])
     assert row["delta"] is None and row["setting"] == "not comparable: N 3 (paper 4)"
+    # the paper's parser, but one tree for every sentence: marked, no delta, not counted as done
+    adjectives = ["", "(JJ big) ", "(JJ red) (JJ big) ", "(RB very) (JJ red) "]
+    gold = [f"(TOP (S (NP {adjectives[i % 4]}(NN w{i})) (VP (VBZ v)) (. .)))" for i in range(300)]
+    hyp = ["(S (NP XX )NP (VP XX (NP XX )NP )VP XX )S"] * 300
+    (folder / "wsj23.trees").write_text("\n".join(hyp) + "\n")
+    (folder / "wsj23.gold").write_text("\n".join(gold) + "\n")
+    record = json.loads((folder / "wsj23.score.json").read_text())
+    record.update(hyp=str(folder / "wsj23.trees"), ref=str(folder / "wsj23.gold"))
+    (folder / "wsj23.score.json").write_text(json.dumps(record))
+    (row,) = build(4, tmp_path, [exp])
+    assert row["status"] == "ignores its input" and row["delta"] is None
+    assert row["distinct_outputs"] == "1 of 300 (ignores its input)"
+    assert "ignores its input" in markdown_document(4, [row])
+    hyp[::2] = ["(S (NP XX XX )NP (VP XX (NP XX )NP )VP XX )S"] * 150  # two trees, each half: it reads something
+    (folder / "wsj23.trees").write_text("\n".join(hyp) + "\n")
+    (row,) = build(4, tmp_path, [exp])
+    assert row["status"] == "done" and row["delta"] == pytest.approx(-1.3) and row["distinct_outputs"] == "2 of 300"
 
 
 @pytest.mark.parametrize(

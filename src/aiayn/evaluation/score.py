@@ -20,7 +20,7 @@ import sacrebleu
 from sacrebleu.significance import PairedTest
 
 from aiayn.errors import UserError
-from aiayn.evaluation import moses
+from aiayn.evaluation import dependence, moses
 from aiayn.parsing.evalb import gold_error_lines, score_parses
 from aiayn.runtime import records
 from aiayn.runtime.lines import read_lines
@@ -205,7 +205,10 @@ def score_file(
         except UserError as exc:
             raise UserError(f"{ref_path}: {exc}") from None
         scores.update(hyp=str(hyp_path), ref=str(ref_path), lines=len(hyp))
+        scores["input_dependence"] = dependence.measure(hyp, ref, parsing=True)
         records.write(out, "parsing score", scores)
+        if scores["input_dependence"]["ignores_input"]:
+            log(dependence.said(scores["input_dependence"], str(hyp_path)))
         for message in gold_error_lines(scores, ref_path):
             log(message)
         s = scores["all"]
@@ -222,6 +225,7 @@ def score_file(
         sacrebleu_tokenize=scoring["sacrebleu_tokenize"],
     )
     scores.update(hyp=str(hyp_path), ref=str(ref_path))
+    scores["input_dependence"] = dependence.measure(hyp, ref)
     if scores["tokenized_bleu"]["status"]:
         raise UserError(
             f"{ref_path}: no word on any of its {len(ref)} lines, nothing to score against (multi-bleu.perl prints "
@@ -234,6 +238,8 @@ def score_file(
                 f"{path}: starts with a byte-order mark, which the paper's protocol keeps as tokenizer.perl and "
                 "sacreBLEU's command line do (a token of its own in the tokenized BLEU): remove it if it is not text"
             )
+    if scores["input_dependence"]["ignores_input"]:
+        log(dependence.said(scores["input_dependence"], str(hyp_path)))
     if scores["tokenized_bleu"]["empty_output"]:
         log(f"{hyp_path}: the output is empty (no word on any of its {len(hyp)} lines): BLEU 0.00")
     log(

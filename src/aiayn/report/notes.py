@@ -85,6 +85,12 @@ SEEDS_NOTE = (
     "one more line per seed (seed, replicate_of)."
 )
 
+INPUTS_NOTE = (
+    '\ndistinct_outputs: the distinct outputs among the test set\'s lines; "ignores its input" (as the status '
+    "too) when one output covers 90 % of them or more where no reference covers more than half "
+    "(aiayn.evaluation.dependence): such a model is no result, whatever its score, and gets no delta.\n"
+)
+
 SETTING_NOTE = (
     "\nsetting: \"the paper's\" when the run is the paper's setting of its row (model, updates and tokens per "
     "update, decoding, checkpoint averaging, test set and its size, training data size, aiayn.study.paper); "
@@ -199,5 +205,5 @@ def markdown_document(number: int, rows: list[dict], study: str | None = None, n
         parts += [hardware_note(rows), notes]
         signatures = sorted({r["sacrebleu_signature"] for r in rows if r.get("sacrebleu_signature")})
         parts += [f"\nsacreBLEU signature: `{sig}`\n" for sig in signatures]
-    parts += [papers_rows(number), SETTING_NOTE, footer()]
+    parts += [papers_rows(number), SETTING_NOTE, INPUTS_NOTE, footer()]
     return "".join(parts)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from aiayn.errors import UserError
-from aiayn.evaluation import baselines
+from aiayn.evaluation import baselines, dependence
 from aiayn.evaluation.replicates import SIGNIFICANCE, mean_and_spread, stratified_ar_p
 from aiayn.evaluation.score import paired_bootstrap_p
 from aiayn.io import atomic_paths, readable
@@ -113,7 +113,12 @@ def read_metrics(layout: Layout, experiment: str) -> dict:
     return metrics.summary(layout.metrics(experiment))
 
 
-def _status(exp: dict, metrics: dict, scored: bool) -> str:
+IGNORES_INPUT = "ignores its input"  # the status of a scored model whose output does not depend on its source
+
+
+def _status(exp: dict, metrics: dict, scored: bool, inputs: dict | None = None) -> str:
+    if scored and inputs and inputs.get("ignores_input"):
+        return IGNORES_INPUT  # not a result: never "done", no delta (aiayn.evaluation.dependence)
     if scored:
         return "done"
     if metrics["step"]:
@@ -212,14 +217,16 @@ def row2(layout: Layout, exp: dict) -> dict:
     flops = m["flops"]
     peak = peak_flops(m["device"], m["precision"]) if m["device"] else None  # the run's own arithmetic
     run = what_was_run(2, exp, m, s, layout, "bleu")
+    inputs = dependence.of_score(s, "translation")
+    status = _status(exp, m, bool(s), inputs)
     return {
         "experiment": exp["name"],
         "dataset": exp["dataset"],
         "testset": exp["testset"],
-        "status": _status(exp, m, bool(s)),
+        "status": status,
         "paper_bleu": theirs,
         "bleu": ours,
-        "delta": ours - theirs if ours is not None and run["comparable"] else None,
+        "delta": ours - theirs if ours is not None and run["comparable"] and status == "done" else None,
         **run,
         "sacrebleu": s["sacrebleu"]["score"] if s else None,
         "lines": s["lines"] if s else None,
@@ -232,6 +239,7 @@ def row2(layout: Layout, exp: dict) -> dict:
         "model_flops": flops,
         "mfu": flops / (m["hours"] * 3600 * m["gpus"] * peak) if flops and peak and m["hours"] else None,
         "sacrebleu_signature": s["sacrebleu"]["signature"] if s else None,
+        "distinct_outputs": dependence.cell(inputs),
     }
 
 
@@ -246,10 +254,11 @@ def row3(layout: Layout, exp: dict, base: dict | None) -> dict:
         changed["eps_ls"] = exp["eps_ls"]
     if model.get("positional") == "learned":
         changed["positional"] = "learned"
+    inputs = dependence.of_score(s, "translation")
     return {
         "row": exp.get("row"),
         "experiment": exp["name"],
-        "status": _status(exp, m, bool(s)),
+        "status": _status(exp, m, bool(s), inputs),
         **what_was_run(3, exp, m, s, layout, "dev_bleu"),
         "changes": ", ".join(f"{k}={v}" for k, v in changed.items()) if exp.get("row") != "base" else "(base)",
         **{k: model[k] for k in ("N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop")},
@@ -265,6 +274,7 @@ def row3(layout: Layout, exp: dict, base: dict | None) -> dict:
         "test": None,
         "significant": None,
         "as_paper": None,
+        "distinct_outputs": dependence.cell(inputs),
     }
 
 
@@ -323,13 +333,15 @@ def row4(layout: Layout, exp: dict) -> dict:
     s = read_score(layout, exp["name"], exp["testset"], "parsing")
     run = what_was_run(4, exp, m, s, layout, "f1")
     f1 = s["all"]["f1"] if s else None
+    inputs = dependence.of_score(s, "parsing")
+    status = _status(exp, m, bool(s), inputs)
     return {
         "row": exp.get("row"),
         "experiment": exp["name"],
-        "status": _status(exp, m, bool(s)),
+        "status": status,
         "paper_f1": exp["paper"].get("f1"),
         "f1": f1,
-        "delta": f1 - exp["paper"]["f1"] if f1 is not None and run["comparable"] else None,
+        "delta": f1 - exp["paper"]["f1"] if f1 is not None and run["comparable"] and status == "done" else None,
         "testset": exp["testset"],
         "lines": s["all"]["sentences"] if s else None,
         "selected_on_dev": selected_candidate(layout, exp["name"]),
@@ -337,6 +349,7 @@ def row4(layout: Layout, exp: dict) -> dict:
         "precision": s["all"]["precision"] if s else None,
         "recall": s["all"]["recall"] if s else None,
         "error_sentences": s["all"]["error_sentences"] if s else None,
+        "distinct_outputs": dependence.cell(inputs),
     }
 
 

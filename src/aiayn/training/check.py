@@ -56,6 +56,7 @@ from aiayn.study.code import checked_code
 from aiayn.training.batching import Batch, collate
 from aiayn.training.measure import LEAK_TOLERANCE, SMOOTHING_TOLERANCE, Check, smoothing_cause, trained_towards
 from aiayn.training.objective import label_smoothed_loss, optimizer_and_schedule
+from aiayn.training.reference import determinism, reference_check, residual_dropout
 from aiayn.training.step_check import composed_step
 from aiayn.training.train import check_positions
 
@@ -195,10 +196,9 @@ def padding(model: Transformer, batch: Batch) -> Check:
     )
 
 
-def attention_logits(model: Transformer, batch: Batch) -> Check:
-    """Runs the model once with every attention's queries and keys caught; each attention's weights
-    are then recomputed by its own kernel with V = I (so that they are the weights it applies,
-    whatever it does), their logits read back as log-weights centred per query."""
+def _caught_attention(model: Transformer, batch: Batch):
+    """One forward pass with every attention's queries, keys, mask and causality caught, and the
+    inputs each attention module was called with."""
     caught: list[tuple[str, MultiHeadAttention, tuple]] = []
     inputs: dict[str, tuple] = {}  # what each attention was called with: its queries' and keys' inputs
     originals, hooks = {}, []
@@ -220,6 +220,62 @@ def attention_logits(model: Transformer, batch: Batch) -> Check:
         for name, module in model.named_modules():
             if name in originals:
                 del module.attend  # the class's method again
+    return caught, inputs
+
+
+def applied_weights(module: MultiHeadAttention, q, k, mask, causal) -> torch.Tensor:
+    """The weights `module`'s own kernel applies, read by passing V = I: (B, h, T, S)."""
+    S = k.size(-2)
+    eye = torch.eye(S, dtype=q.dtype).expand(*k.shape[:-1], S)  # (B, h, S, S)
+    return module.kernel(q, k, eye, mask, causal, 0.0)
+
+
+def attention_weights(model: Transformer, batch: Batch) -> Check:
+    """Every attention's weights, as its kernel applies them, are a distribution over the keys
+    (§3.2.1's softmax): finite, each query's summing to 1."""
+    caught, _ = _caught_attention(model, batch)
+    worst, where, finite, over_queries = 0.0, "", True, True
+    for name, module, (q, k, mask, causal) in caught:
+        w = applied_weights(module, q, k, mask, causal).double()
+        if not torch.isfinite(w).all():
+            finite, where = False, where or name
+            cols = w.nan_to_num(0.0).sum(-2)
+        else:
+            cols = w.sum(-2)
+        off = float((w.sum(-1) - 1).abs().nan_to_num(math.inf).max())
+        if off > worst:
+            worst, where = off, name
+        used = cols > 1e-6
+        over_queries &= bool(used.any()) and float((cols[used] - 1).abs().max()) < 1e-3
+    passed = finite and worst <= 1e-3
+    if passed:
+        cause = ""
+    elif over_queries:
+        cause = "the softmax taken over the queries (dim -2), not the keys: each key's weights sum to 1 instead"
+    elif not finite:
+        cause = (
+            "weights that are not finite: a softmax over a row with no key left, or over the wrong axis "
+            "(a column masked whole divides 0 by 0)"
+        )
+    else:
+        cause = "weights that are no distribution over the keys: no softmax, or a mask applied after it"
+    return Check(
+        "attention_weights",
+        passed,
+        f"the weights every attention applies sum over the keys to 1 within {worst:.2g}"
+        + ("" if finite else ", some not finite")
+        + (f" (furthest: {where})" if not passed else ""),
+        "1 for every query (a softmax over the keys, §3.2.1)",
+        cause,
+        {"largest_error": worst, "finite": finite, "where": where},
+    )
+
+
+def attention_logits(model: Transformer, batch: Batch) -> Check:
+    """Runs the model once with every attention's queries and keys caught; each attention's weights
+    are then recomputed by its own kernel with V = I (so that they are the weights it applies,
+    whatever it does), their logits read back as log-weights centred per query."""
+    caught, inputs = _caught_attention(model, batch)
     variances, scales, before = {}, {}, {}
     for name, module, (q, k, mask, causal) in caught:
         # a scale applied to the queries or keys before the kernel (a second 1/sqrt(d_k)) counts too:
@@ -234,9 +290,7 @@ def attention_logits(model: Transformer, batch: Batch) -> Check:
                 if got.shape == ref.shape and float(ref.double().square().sum()) > 0:
                     pre *= float((got.double() * ref.double()).sum() / ref.double().square().sum())
         before[name] = pre
-        S = k.size(-2)
-        eye = torch.eye(S, dtype=q.dtype).expand(*k.shape[:-1], S)  # (B, h, S, S)
-        weights = module.kernel(q, k, eye, mask, causal, 0.0)  # (B, h, T, S)
+        weights = applied_weights(module, q, k, mask, causal)  # (B, h, T, S)
         raw = q @ k.transpose(-1, -2)  # unscaled dot products
         kept = weights > 0
         logits = torch.where(kept, weights.clamp_min(1e-30).log(), 0.0)
@@ -505,6 +559,33 @@ def label_smoothing(vocab: int, eps_ls: float, loss=label_smoothed_loss, seed: i
     )
 
 
+def loss_padding(vocab: int, eps_ls: float, loss=label_smoothed_loss, seed: int = 0) -> Check:
+    """A padding target contributes nothing: the loss's gradient at its logits is 0."""
+    target = torch.tensor([[min(EOS + 1, vocab - 1), PAD, min(EOS + 1, vocab - 1)]])
+    drawn = torch.randn(1, 3, vocab, generator=torch.Generator().manual_seed(seed), dtype=torch.float32)
+    logits = drawn.clone().requires_grad_(True)
+    loss(logits, target, eps_ls).backward()
+    at_pad = float(logits.grad[0, 1].abs().max())
+    at_token = float(logits.grad[0, 0].abs().max())
+    return Check(
+        "loss_padding",
+        at_pad == 0 and at_token > 0,
+        f"the loss's largest gradient at a padding target {at_pad:.3g} (at a real token {at_token:.3g})",
+        "0 at the padding, more at a real token",
+        "padding targets counted in the loss (no ignore_index=PAD, or the padding not masked out of the sum): the "
+        "model is trained to predict padding, and a batch's loss depends on its padding"
+        if at_pad > 0
+        else "the loss gives no gradient at a real target token",
+        {"at_padding": at_pad, "at_token": at_token},
+    )
+
+
+RANDOM_AT_INFERENCE = (
+    "the model's output is random in eval mode (check inference_determinism failed): this figure may be "
+    "that randomness alone; or "
+)
+
+
 def run_checks(
     model: Transformer,
     batch: Batch,
@@ -520,6 +601,8 @@ def run_checks(
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         found = [
+            determinism(model, batch),
+            attention_weights(model, batch),
             future_leakage(model, batch, generator),
             padding(model, batch),
             attention_logits(model, batch),
@@ -530,6 +613,21 @@ def run_checks(
     found.append(tied_weights(model, batch, generator))
     found.append(schedule(tr, model.cfg.d_model, builder))
     found.append(label_smoothing(model.cfg.tgt_vocab, tr["eps_ls"], loss))
+    found.append(loss_padding(model.cfg.tgt_vocab, tr["eps_ls"], loss))
+    found.append(reference_check(model, batch))
+    ref = found[-1]
+    found.append(residual_dropout(model, batch, seed))
+    if not ref.passed and ref.measured.get("causes"):  # where the reference places it, in the earlier checks' lines
+        for c in found[1:-2]:
+            if not c.passed and c.name in ("future_leakage", "padding") and ref.measured["causes"][0] not in c.cause:
+                c.cause += (
+                    f"; the reference check places the first difference at {ref.measured['where']}: "
+                    + "; ".join(ref.measured["causes"])
+                )
+    if not found[0].passed:  # a model random at inference: what compares two passes cannot tell a leak from it
+        for c in found[1:]:
+            if not c.passed and c.name in ("future_leakage", "padding", "reference", "attention_logits"):
+                c.cause = RANDOM_AT_INFERENCE + c.cause
     return found
 
 

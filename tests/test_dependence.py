@@ -1,0 +1,50 @@
+"""Whether a model's output depends on its input (aiayn.evaluation.dependence): a constant system
+is said, in the score step's log and its record, whatever its score; a system whose outputs vary
+as its references do is not."""
+
+from __future__ import annotations
+
+import json
+
+from aiayn.evaluation import dependence
+from aiayn.evaluation.score import score_file
+
+SCORING = {"moses_lang": "en", "compound_split": False, "sacrebleu_tokenize": "13a"}
+
+
+def test_a_constant_output_ignores_its_input_and_varied_ones_do_not():
+    refs = [f"the cat {i} sat ." for i in range(100)]
+    constant = dependence.measure(["the cat sat ."] * 100, refs)
+    assert constant["ignores_input"] and constant["distinct_outputs"] == 1 and constant["modal_share"] == 1.0
+    varied = dependence.measure(refs[::-1], refs)
+    assert not varied["ignores_input"] and varied["distinct_outputs"] == 100
+    # 91 of 100 the same: still one output for nearly every sentence
+    assert dependence.measure(["a"] * 91 + refs[:9], refs)["ignores_input"]
+    assert not dependence.measure(["a"] * 89 + refs[:11], refs)["ignores_input"]
+    # references that are themselves one line: writing it is no sign of ignoring the input
+    assert not dependence.measure(["yes ."] * 100, ["yes ."] * 100)["ignores_input"]
+
+
+def test_a_parse_is_compared_with_the_gold_trees_shapes_not_their_words():
+    gold = ["(TOP (S (NP (DT the) (NN cat)) (VP (VBZ sits)) (. .)))", "(TOP (S (NP (NN it)) (VP (VBZ is)) (. .)))"]
+    assert dependence.shape(gold[0]) == "(TOP (S (NP (DT) (NN)) (VP (VBZ)) (.)))"
+    d = dependence.measure(["(S (NP XX )NP )S"] * 2, gold * 1, parsing=True)
+    assert d["distinct_references"] == 2 and d["reference_modal_share"] == 0.5
+    d = dependence.measure(["(S (NP XX )NP )S"] * 20, gold * 10, parsing=True)
+    assert d["ignores_input"]
+
+
+def test_the_score_step_records_and_says_a_model_that_ignores_its_input(tmp_path):
+    hyp, ref = tmp_path / "hyp.txt", tmp_path / "ref.txt"
+    ref.write_text("".join(f"sentence number {i} .\n" for i in range(50)))
+    hyp.write_text("sentence number 1 .\n" * 50)
+    said = []
+    scores = score_file("translation", hyp, ref, tmp_path / "score.json", scoring=SCORING, log=said.append)
+    assert scores["input_dependence"]["ignores_input"]
+    assert json.loads((tmp_path / "score.json").read_text())["input_dependence"]["distinct_outputs"] == 1
+    line = next(s for s in said if "ignores its input" in s)
+    assert "one output for 100% of the 50 sentences" in line and "not a result" in line
+    hyp.write_text(ref.read_text())
+    said.clear()
+    scores = score_file("translation", hyp, ref, tmp_path / "score.json", scoring=SCORING, log=said.append)
+    assert not scores["input_dependence"]["ignores_input"] and not any("ignores" in s for s in said)
