@@ -25,13 +25,20 @@ def test_a_constant_output_ignores_its_input_and_varied_ones_do_not():
     assert not dependence.measure(["yes ."] * 100, ["yes ."] * 100)["ignores_input"]
 
 
-def test_a_parse_is_compared_with_the_gold_trees_shapes_not_their_words():
-    gold = ["(TOP (S (NP (DT the) (NN cat)) (VP (VBZ sits)) (. .)))", "(TOP (S (NP (NN it)) (VP (VBZ is)) (. .)))"]
-    assert dependence.shape(gold[0]) == "(TOP (S (NP (DT) (NN)) (VP (VBZ)) (.)))"
-    d = dependence.measure(["(S (NP XX )NP )S"] * 2, gold * 1, parsing=True)
-    assert d["distinct_references"] == 2 and d["reference_modal_share"] == 0.5
-    d = dependence.measure(["(S (NP XX )NP )S"] * 20, gold * 10, parsing=True)
-    assert d["ignores_input"]
+def test_a_parse_is_compared_by_its_bracketing_not_its_tags_or_words():
+    gold = [
+        "(TOP (S (NP (DT the) (JJ big) (NN cat)) (VP (VBZ sits)) (. .)))",
+        "(TOP (S (NP (NN it)) (VP (VBZ is)) (. .)))",
+    ]
+    # the gold tree and the model's target linearization are one bracketing
+    assert dependence.bracketing(gold[0]) == "(S (NP XX XX XX )NP (VP XX )VP XX )S"
+    assert dependence.bracketing("(S (NP DT JJ NN )NP (VP VBZ )VP . )S") == dependence.bracketing(gold[0])
+    # outputs that differ only in their tags (singular or plural) are one bracketing: a constant parser
+    tags = ["(S (NP DT NN )NP (VP VBZ )VP . )S", "(S (NP DT NNS )NP (VP VBP )VP . )S"] * 10
+    d = dependence.measure(tags, gold * 10, parsing=True)
+    assert d["distinct_outputs"] == 1 and d["distinct_references"] == 2 and d["ignores_input"]
+    varied = ["(S (NP XX XX XX )NP (VP XX )VP XX )S", "(S (NP XX )NP (VP XX )VP XX )S"] * 10
+    assert not dependence.measure(varied, gold * 10, parsing=True)["ignores_input"]
 
 
 def test_the_score_step_records_and_says_a_model_that_ignores_its_input(tmp_path):

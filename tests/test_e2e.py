@@ -418,6 +418,18 @@ def test_the_parser_was_selected_on_the_dev_set(demo_results):
 
 
 @pytest.mark.slow
+def test_no_model_of_the_demo_ignores_its_input(demo_results):
+    """Every model's test output depends on its sentence (aiayn.evaluation.dependence): the parser
+    too, which with XX leaves wrote one tree for all 300 sentences and was reported as a result."""
+    for number in (2, 3, 4):
+        rows = list(csv.DictReader((demo_results / f"tables/table{number}.csv").open()))
+        models = [r for r in rows if r.get("distinct_outputs")]
+        assert models and all(r["status"] != "ignores its input" for r in models), (number, models)
+    record = json.loads((demo_results / "parse/wsj23.score.json").read_text())["input_dependence"]
+    assert not record["ignores_input"] and record["distinct_outputs"] >= 10 and record["modal_share"] < 0.5, record
+
+
+@pytest.mark.slow
 def test_rebuilt_identical_vocabularies_throw_away_no_training(demo_clone, tmp_path):
     """The vocabularies built again (as a rerun of prepare leaves them to be: at paper scale
     Snakemake judges its GB-sized text by date), and the corpora, the trainings and the decodings

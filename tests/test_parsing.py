@@ -33,6 +33,21 @@ def test_sample_round_trips_exactly(sample):
             assert str(back) == str(with_top(gold))
 
 
+def test_a_parsers_own_tags_are_not_what_evalb_scores():
+    """With POS tags in the target (pos_tags: keep), a word the model tags `.` would shorten the
+    sentence under COLLINS.prm (punctuation deleted) and EVALB would drop it as an error sentence
+    ("Length unmatch"), out of F1: every leaf takes the gold tag, the bracketing is what is scored."""
+    from aiayn.parsing.evalb import score_parses
+
+    gold = "(TOP (S (NP (DT the) (JJ red) (NN cat)) (VP (VBZ sits)) (. .)))"
+    wrong_tags = "(S (NP DT . )NP (VP NN VBZ )VP . )S"  # 'red' tagged '.', brackets wrong
+    (tree,) = parse_trees(gold)
+    assert [leaf.label for leaf in restore(wrong_tags, tree).leaves()] == ["DT", "JJ", "NN", "VBZ", "."]
+    result = score_parses([wrong_tags], [gold])["all"]
+    assert result["error_sentences"] == 0 and result["valid_sentences"] == 1
+    assert result["f1"] < 100  # NP (0,2) and VP (2,4) against NP (0,3) and VP (3,4): only S matches
+
+
 def test_preprocessing():
     (tree,) = parse_trees(
         "( (S (NP-SBJ-1 (-NONE- *)) (NP-TMP=2 (NNP Monday)) "

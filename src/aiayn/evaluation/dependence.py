@@ -3,8 +3,10 @@ score, so that a model that ignores its source (a constant parser writing one tr
 sentence, a translation model writing one sentence) is said and never counted as a result.
 
 The figures: how many distinct outputs it wrote, and the share of the sentences its most common
-output covers, next to the same figures of the references (for parsing the gold trees' bracket
-structure, words left out: the shapes a parser could write). A model ignores its input when one
+output covers, next to the same figures of the references. For parsing both sides are compared as
+bracket structures, every leaf XX (the linearization of aiayn.parsing.trees with POS replaced): a
+parser that writes other tags over one bracketing (singular or plural nouns) reads its sentence no
+more than a constant one, for EVALB's F1. A model ignores its input when one
 output covers at least IGNORES of the sentences where no reference covers more than REFERENCES_AT_MOST.
 """
 
@@ -16,18 +18,47 @@ from pathlib import Path
 
 IGNORES = 0.9  # one output for this share of the sentences or more ...
 REFERENCES_AT_MOST = 0.5  # ... where the references' most common one covers at most this share
-WORD = re.compile(r"\(([^\s()]+) [^\s()]+\)")  # a preterminal with its word: (DT the) -> (DT)
+PRETERMINAL = re.compile(r"\([^\s()]+ [^\s()]+\)")  # (DT the)
 
 
-def shape(tree: str) -> str:
-    """A bracketed tree without its words: its labels and brackets."""
-    return WORD.sub(r"(\1)", tree.strip())
+def bracketing(line: str) -> str:
+    """A parse as its bracket structure, every leaf XX: a linearized output ("(S (NP DT NN )NP ...")
+    or a bracketed gold tree ("(TOP (S (NP (DT the) (NN cat)) ...") alike, the gold's outer TOP left out."""
+    text = line.strip()
+    if PRETERMINAL.search(text):  # a bracketed tree: linearize it as the model's target is
+        text = PRETERMINAL.sub(" XX ", text)
+        out = []
+        for token in re.findall(r"\(\S*|\)|[^\s()]+", text):
+            if token.startswith("("):
+                out.append(token)
+            elif token == ")":
+                out.append(")" + _innermost(out))
+            else:
+                out.append(token)
+        tokens = out
+    else:
+        tokens = text.split()
+    tokens = [t if t.startswith(("(", ")")) else "XX" for t in tokens]
+    if tokens[:1] == ["(TOP"] and tokens[-1:] == [")TOP"]:
+        tokens = tokens[1:-1]
+    return " ".join(tokens)
+
+
+def _innermost(tokens: list[str]) -> str:
+    """The label of the innermost constituent still open in the linearized `tokens`."""
+    open_labels: list[str] = []
+    for t in tokens:
+        if t.startswith("("):
+            open_labels.append(t[1:])
+        elif t.startswith(")") and open_labels:
+            open_labels.pop()
+    return open_labels[-1] if open_labels else ""
 
 
 def measure(outputs: list[str], references: list[str], parsing: bool = False) -> dict:
     """The figures of the module docstring for aligned output and reference lines."""
-    refs = [shape(r) for r in references] if parsing else [r.strip() for r in references]
-    outs = [o.strip() for o in outputs]
+    refs = [bracketing(r) for r in references] if parsing else [r.strip() for r in references]
+    outs = [bracketing(o) for o in outputs] if parsing else [o.strip() for o in outputs]
     n = len(outs)
     if not n:
         return {"lines": 0, "ignores_input": False}

@@ -193,10 +193,12 @@ def with_top(tree: Tree) -> Tree:
 
 
 def restore(sequence: str, gold: Tree) -> Tree:
-    """The model's linearized output as a tree over the gold words; XX leaves take the gold POS tags
-    (the words and their tags are the parser's input, as in Vinyals & Kaiser et al. 2014)."""
+    """The model's linearized output as a tree over the gold words, every leaf with its gold POS tag
+    (the words and their tags are the parser's input, as in Vinyals & Kaiser et al. 2014). A tag the
+    model writes (`pos_tags: keep`) is what it trains towards, not what EVALB scores: kept, a word
+    it tagged `.` would leave the sentence a word shorter under COLLINS.prm's deleted punctuation,
+    and EVALB would count the sentence an error ("Length unmatch") and leave it out of F1."""
     tree = delinearize(sequence, gold.words())
     for leaf, gold_leaf in zip(tree.leaves(), gold.leaves()):
-        if leaf.label == "XX":
-            leaf.label = gold_leaf.label
+        leaf.label = gold_leaf.label
     return tree
