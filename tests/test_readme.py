@@ -78,9 +78,9 @@ def workstation(counts, jobs, out) -> None:
 
 
 def demo(counts, jobs, out) -> None:
-    # 5 translation rows (base with 3 seeds, one head with 2: 8 models) and 4 parser candidates;
+    # 5 translation rows (base with 3 seeds, one head with 2: 8 models) and 2 parser candidates;
     # generated archives, nothing downloaded
-    assert counts["train"] == 12 and counts["generate"] == 2 and "download" not in counts
+    assert counts["train"] == 10 and counts["generate"] == 2 and "download" not in counts
     assert counts["tables"] == 3 and counts["select"] == 1 and counts["table1"] == 1
 
 
