@@ -42,7 +42,7 @@ report: "workflow/report/workflow.rst"
 rule all:
     default_target: True
     input:
-        [LAYOUT.table(n, ext) for n in TABLES for ext in ("md", "csv")],
+        [LAYOUT.table(n, ext) for n in TABLES for ext in ("md", "csv", "html")],
         [LAYOUT.table(1, ext) for ext in ("md", "csv", "png")],
         [LAYOUT.figure(e, "learning_curves.png") for e in STUDY.reported],
         # named too, so that a study begun before they existed gets them (Snakemake reruns a job
@@ -74,12 +74,12 @@ rule models:
 
 rule table2:
     input:
-        LAYOUT.table(2, "md"),
+        [LAYOUT.table(2, ext) for ext in ("md", "csv", "html")],
 
 
 rule table3:
     input:
-        LAYOUT.table(3, "md"),
+        [LAYOUT.table(3, ext) for ext in ("md", "csv", "html")],
 
 
 rule exports:
@@ -89,4 +89,4 @@ rule exports:
 
 rule table4:
     input:
-        LAYOUT.table(4, "md"),
+        [LAYOUT.table(4, ext) for ext in ("md", "csv", "html")],

@@ -223,6 +223,12 @@ def squeeze(markdown: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def flat(text: str) -> str:
+    """Text with every run of whitespace one space: prose wrapped to a width (the tables' notes) read
+    as the sentences it is."""
+    return " ".join(text.split())
+
+
 # the training process itself on one node, not its torchrun agent (python .../torchrun ... -m aiayn train)
 # or srun: torchrun starts each worker as `python -u -m aiayn train ...`. Picked by its argv, element by
 # element, with a python as its program: never by a pattern that this step's own command line (bash -c

@@ -3,6 +3,7 @@ produced and what a user does next with it (rerun a stage, add seeds, export, re
 
 from __future__ import annotations
 
+import base64
 import csv
 import json
 import os
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import ROOT, fresh_clone, job_counts, planned_jobs, snakemake, squeeze
+from conftest import ROOT, flat, fresh_clone, job_counts, planned_jobs, snakemake
 
 import aiayn
 from aiayn.data import generate
@@ -220,9 +221,8 @@ def test_demo_logs_are_quiet_and_small_vocabularies_say_why(demo_results):
         md = (demo_results / f"tables/table{n}.md").read_text()
         assert "Study: `profiles/demo/study.yaml`, which replaces `config.yaml` in this run." in md
         assert f"Written by aiayn {aiayn.described()}." in md
-    assert (
-        "CPU runs (hardware CPU) leave cost_flops_paper_formula and mfu blank"
-        in (demo_results / "tables/table2.md").read_text()
+    assert "CPU runs (hardware CPU) leave cost_flops_paper_formula and mfu blank" in flat(
+        (demo_results / "tables/table2.md").read_text()
     )
 
 
@@ -252,8 +252,9 @@ def test_the_demo_answers_why_a_reproduction_falls_short(demo_results):
     judged = {r["experiment"]: r["as_paper"] for r in table3}
     assert judged["base"] == "(base)" and judged["t3-init-fairseq"] == ""  # no paper figures for ours
     assert all(judged[n].split(":")[0] in ("yes", "partly", "no") for n in ("big", "t3-A-h1", "t3-D-ls0.0"))
-    md = (demo_results / "tables/table3.md").read_text()
-    assert "| as_paper |" in squeeze(md) and "Does this study reproduce the paper's findings? " in md
+    md = flat((demo_results / "tables/table3.md").read_text())
+    assert "t3-A-h1: mean of 2 seeds" in md and "; as the paper: " in md  # each row's note
+    assert "Does this study reproduce the paper's findings? " in md
     for name in ("base", "big", "t3-A-h1", "parse"):
         figures = demo_results / name / "figures"
         assert (figures / "cross_attention.png").stat().st_size > 1000
@@ -324,6 +325,16 @@ def test_demo_report_as_the_readme_types_it(demo_clone):
             assert (results / experiment / "figures" / figure).stat().st_size > 1000
     assert html.count("learning_curves.png") >= 5 and "cross_attention.png" in html and "table3.csv" in html
     assert 'src="http' not in html  # self-contained
+    # the tables as the paper prints them first: the first category, its first subcategory, as HTML pages
+    categories = json.loads(re.search(r"var categories = (\{.*?\});", html).group(1))
+    first = sorted(categories)[0]
+    assert first == "1. Tables" and sorted(categories[first])[0] == "1. As the paper prints them"
+    pages = sorted(categories[first]["1. As the paper prints them"])
+    assert [p.rsplit("/", 1)[1] for p in pages] == ["table1.png", "table2.html", "table3.html", "table4.html"]
+    for n in (2, 3, 4):
+        uri = re.search(rf'"results/demo/tables/table{n}.html": \{{.*?"data_uri": "data:text/html[^,]*,([^"]*)"', html)
+        page = base64.b64decode(uri.group(1)).decode()
+        assert page == (results / f"tables/table{n}.html").read_text() and page.index("<table>") < page.index("<ol>")
 
 
 # -- what the study produced, and what a user does next, on the demo's run ---------------------------
@@ -339,7 +350,11 @@ def test_every_table_with_paper_columns(demo_results):
     assert (demo_results / "tables/table1.png").exists()
     for n in (2, 3, 4):
         md, table = demo_results / f"tables/table{n}.md", demo_results / f"tables/table{n}.csv"
-        assert md.exists() and table.exists()
+        assert md.exists() and table.exists() and md.with_suffix(".html").exists()
+        block = md.read_text().split("\n\n")[2].splitlines()  # the title, the study line, the table
+        assert block[0].startswith("| ") and max(map(len, block)) <= 120, block  # read at a glance
+        columns = [c.strip() for c in block[0].strip("|").split(" | ")]
+        assert columns[0] == {2: "model", 3: "row", 4: "parser"}[n]
         rows = list(csv.DictReader(table.open()))
         ours = [r for r in rows if not r["experiment"].startswith("baseline") and r["experiment"]]
         assert ours and all(r["status"] == "done" for r in ours)

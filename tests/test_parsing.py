@@ -220,7 +220,9 @@ def test_tiny_parsing_run_through_the_dag_on_the_sample(sample, tmp_path):
     score = json.loads((tmp_path / "results/parse-sample/s01.score.json").read_text())
     assert score["all"]["sentences"] == len(list(read_sections(sample, ["01"])))
     assert score["all"]["error_sentences"] == 0  # every repaired parse is a tree over exactly the input words
-    assert "| sample | parse-sample | done |" in squeeze((tmp_path / "results/tables/table4.md").read_text())
+    md = (tmp_path / "results/tables/table4.md").read_text()
+    assert f"| ours: parse-sample [1] | sample | {score['all']['f1']:.2f} |" in squeeze(md)
+    assert "1. parse-sample (s01, " in md
 
 
 def test_a_malformed_parse_without_words_is_skipped_as_evalb_does():

@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pytest
 import sacrebleu
-from conftest import ROOT, job_counts, planned_jobs, snakemake, squeeze, tiny_demo_config
+from conftest import ROOT, flat, job_counts, planned_jobs, snakemake, squeeze, tiny_demo_config
 from sacrebleu.significance import PairedTest
 
 from aiayn.evaluation.replicates import mean_and_spread, stratified_ar_p
@@ -266,8 +266,10 @@ def test_table3_over_seeds_cells_marks_and_csv(three_rows):
     assert d["seeds"] == 1 and d["dev_bleu_s_sel"] is None and d["dev_bleu"] == 80.5
     assert d["test"] == "paired bootstrap, one run each (test-set noise only)" and d["significant"] == "no"
     md = squeeze((results / "tables/table3.md").read_text())
-    assert "| A | A | done | h=1, d_k=96, d_v=96 |" in md and "| 3 | 1.70 | 0.10 |" in md
-    assert "stratified approximate randomization (Clark et al. 2011)" in md
+    assert "| A [2] |  |  |  | 1 | 96 | 96 |  |  |  | 1.70 | 42.00 | 0.60 |" in md  # only what differs from base
+    assert "2. A: mean of 3 seeds (PPL s_sel 0.10, BLEU s_sel 2.00);" in flat(md)
+    assert "p = 0.0050 against base, significant (stratified approximate randomization, 3 seeds each)" in flat(md)
+    assert "stratified approximate randomization (Clark et al. 2011)" in flat(md)
     table = list(csv.DictReader((results / "tables/table3.csv").open()))
     assert [(r["experiment"], r["seed"], r["replicate_of"]) for r in table] == [
         ("base", "", ""), ("base", "1", "base"), ("base.seed-2", "2", "base"), ("base.seed-3", "3", "base"),

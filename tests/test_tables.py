@@ -11,8 +11,9 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, squeeze
+from conftest import ROOT, flat, squeeze
 
+from aiayn.report.compact import PAPER_TABLE2, PAPER_TABLE4
 from aiayn.report.format import to_csv
 from aiayn.report.notes import findings_line, markdown_document
 from aiayn.report.tables import add_directions, build, paper_cost, write_table
@@ -122,9 +123,8 @@ def spec(name, bleu_paper, steps=100000, *, preset="base", model=None, eps_ls=0.
 def test_table2_cells_deltas_and_pending(tmp_path):
     fabricate(tmp_path, "base-en-de", "newstest2014", 27.9, 100000, sacre=27.1)
     fabricate(tmp_path, "big-en-de", "newstest2014", None, 120000)  # still training
-    rows = build(
-        2, tmp_path, [spec("base-en-de", 27.3), spec("big-en-de", 28.4, 300000, preset="big"), spec("base-en-fr", 38.1)]
-    )
+    specs = [spec("base-en-de", 27.3), spec("big-en-de", 28.4, 300000, preset="big"), spec("base-en-fr", 38.1)]
+    rows = build(2, tmp_path, specs)
     base, big, fr = rows
     assert base["status"] == "done" and base["bleu"] == 27.9 and base["delta"] == pytest.approx(0.6)
     assert base["setting"] == "the paper's" and base["updates"] == "100,000 of 100,000"
@@ -137,14 +137,18 @@ def test_table2_cells_deltas_and_pending(tmp_path):
     assert base["mfu"] == pytest.approx(6 * 1e6 * 25000 * 100000 / (2 * 3600 * 8 * 989e12))
     assert big["status"] == "pending (step 120000/300000)" and big["bleu"] is None
     assert fr["status"] == "pending"
-    # CSV and Markdown carry the same values
-    md = squeeze(markdown_document(2, rows))
+    # CSV and Markdown carry the same values: ours right under the paper's row, the rest in its note
+    md = squeeze(markdown_document(2, rows, experiments=specs))
     table = list(csv.DictReader(io.StringIO(to_csv(rows))))
     assert table[0]["bleu"] == "27.9"
-    assert "| base-en-de | done | 27.30 | 27.90 |  | 1 | 0.60 | 27.10 | the paper's |" in md  # no spread: 1 seed
-    assert "| big-en-de | pending (step 120000/300000) | 28.40 |" in md
-    assert "Transformer (big)" in md  # the paper's rows for context
-    assert "| Transformer (base) | 27.30 | 38.10 | 3.3e+18 | 3.3e+18 |" in md  # costs in FLOPs, not 19 digits
+    assert "| Transformer (base) | 27.3 | 38.1 | 3.3e18 | 3.3e18 |\n| ours: base [1] | 27.90 |  | 3.9e18 |  |" in md
+    assert "| Transformer (big) | 28.4 | 41.8 | 2.3e19 | 2.3e19 |\n| ours: big [2] | at 40 % |  | 3.9e18 |  |" in md
+    notes = flat(md)
+    assert "1. base-en-de (EN-DE, newstest2014, 3,003 lines): sacreBLEU 27.10; +0.60 against the paper; the " \
+        "paper's setting; 8 x NVIDIA H100 80GB HBM3, 16.00 device-hours" in notes  # fmt: skip
+    assert "2. big-en-de (EN-DE, newstest2014): running: step 120,000 of 300,000; not comparable: 120,000 of " \
+        "300,000 updates;" in notes  # fmt: skip
+    assert "3. base-en-fr (EN-DE, newstest2014): pending;" in notes
 
 
 def test_table2_says_what_cleaning_removed_from_each_training_corpus(tmp_path):
@@ -153,7 +157,7 @@ def test_table2_says_what_cleaning_removed_from_each_training_corpus(tmp_path):
               "corpora": [{"archive": "multi30k", "pairs": 29000, "kept": 28112}]}  # fmt: skip
     (tmp_path / "data/wmt14-en-de/train.report.json").write_text(json.dumps(report))
     write_table(2, experiments=[spec("base-en-de", 27.3)], results=tmp_path, log=lambda _: None)
-    md = squeeze((tmp_path / "tables/table2.md").read_text())
+    md = flat((tmp_path / "tables/table2.md").read_text())
     assert (
         f"Training data after cleaning ({tmp_path}/data/<dataset>/train.report.json): wmt14-en-de kept 28,112 of "
         "29,000 pairs (3.1% removed: too long 500, ratio 388)."
@@ -216,8 +220,8 @@ def test_table3_says_which_variations_move_as_in_the_paper(tmp_path):
     assert rows[2]["as_paper"].endswith("; BLEU not significant")
     assert "1 of 3 variations move as in the paper (dev perplexity and dev BLEU against base; 1 partly), 1 of them " \
         "significantly (BLEU, p < 0.05)" in findings_line(rows)  # fmt: skip
-    md = squeeze(markdown_document(3, rows))
-    assert "| yes: ppl worse as paper, BLEU worse as paper; BLEU significant |" in md
+    md = flat(markdown_document(3, rows))
+    assert "; as the paper: yes: ppl worse as paper, BLEU worse as paper 3. t3-A-h16:" in md  # the paper's order
     assert "Does this study reproduce the paper's findings? 1 of 3 variations" in md
 
 
@@ -240,8 +244,10 @@ def test_a_run_that_is_not_the_papers_setting_gets_no_delta_and_says_why(tmp_pat
         "tokens_per_update 600 (paper 25,000), 300 test lines (paper 3,003), 20,000 training pairs (paper ~4,500,000)"
     )
     assert row["hardware"] == "CPU"
-    md = squeeze(markdown_document(2, [row]))
-    assert "| base-en-de | done | 27.30 | 25.47 |  | " in md and "not comparable: 700 of 100,000 updates" in md
+    md = squeeze(markdown_document(2, [row], experiments=[spec("base-en-de", 27.3)]))
+    assert "| Transformer (base) | 27.3 | 38.1 | 3.3e18 | 3.3e18 |\n| ours: base [1] | 25.47 |" in md
+    assert "1. base-en-de (EN-DE, newstest2014, 300 lines): sacreBLEU 24.77; not comparable: 700 of 100,000" in flat(md)
+    assert "against the paper;" not in md  # no delta
 
 
 def test_each_papers_setting_difference_is_named(tmp_path):
@@ -316,9 +322,12 @@ def test_table3_rows_are_compared_with_the_papers_variation_of_their_letter(tmp_
     rows = build(3, tmp_path, [base, h4, h3])
     assert [r["setting"] for r in rows[:2]] == ["the paper's", "the paper's"]
     assert rows[2]["setting"] == "not comparable: h 3 (paper 4)"  # nearest of row A's variations: h 4
-    assert "| A | t3-A-h4 | done | h=4, d_k=128, d_v=128 | the paper's | 100,000 of 100,000 |" in squeeze(
-        markdown_document(3, rows)
+    md = squeeze(markdown_document(3, rows, experiments=[base, h4, h3]))
+    assert (
+        "| paper (A) |  |  |  | 4 | 128 | 128 |  |  |  | 4.92 | 25.8 |  |\n| t3-A-h4 [2] |  |  |  | 4 | 128 | 128 |"
+        in md
     )
+    assert "2. t3-A-h4: the paper's setting 3. t3-A-h3: not comparable: h 3 (paper 4)" in flat(md)
 
 
 def test_table4_delta_only_for_the_papers_parser(tmp_path, paper_config):
@@ -450,4 +459,157 @@ def test_running_one_experiment_keeps_the_finished_rows_of_the_others(tmp_path):
         ("base-en-de", "done (outside run:)"),
         ("big-en-de", "done"),
     ]
-    assert "| base-en-de | done (outside run:) |" in squeeze((tmp_path / "tables/table2.md").read_text())
+    md = squeeze((tmp_path / "tables/table2.md").read_text())
+    assert (
+        "| ours: base [1] | 27.90 |" in md
+        and "1. base-en-de (EN-DE, newstest2014, 3,003 lines): done (outside run:);" in flat(md)
+    )
+
+
+# -- the tables as the paper prints them (issue 55) ---------------------------------------------------
+# the columns the Markdown tables had before the paper's layout (0.5.0): every one is still in the CSV
+OLD_COLUMNS = {
+    2: ["experiment", "status", "paper_bleu", "bleu", "bleu_s_sel", "seeds", "delta", "sacrebleu", "setting",
+        "dataset", "testset", "lines", "preset", "updates", "tgt_tokens_per_update", "hardware", "averaged_steps",
+        "device_hours", "cost_flops_paper_formula", "model_flops", "mfu"],
+    3: ["row", "experiment", "status", "changes", "setting", "updates", "seeds", "dev_ppl", "dev_ppl_s_sel",
+        "paper_dev_ppl", "dev_bleu", "dev_bleu_s_sel", "paper_dev_bleu", "as_paper", "params_M", "paper_params_M",
+        "p_value_vs_base", "significant", "test"],
+    4: ["row", "experiment", "status", "paper_f1", "f1", "f1_s_sel", "seeds", "delta", "setting", "selected_on_dev",
+        "testset", "lines", "updates", "hardware", "precision", "recall", "error_sentences"],
+}  # fmt: skip
+PAPERS_COLUMNS = {
+    2: ["model", "BLEU EN-DE", "BLEU EN-FR", "cost EN-DE", "cost EN-FR"],
+    3: ["row", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "ε_ls", "steps", "PPL", "BLEU", "params"],
+    4: ["parser", "training", "F1"],
+}
+
+
+def block_of(md: str) -> list[list[str]]:
+    """The first Markdown table of a document, as its lines' cells (the header first, the rule left out)."""
+    lines = md.split("\n\n")[1 if md.split("\n\n")[1].startswith("|") else 2].splitlines()
+    assert all(line.startswith("|") for line in lines), lines
+    return [[c.strip() for c in line.strip("|").split(" | ")] for line in lines if not line.startswith("|:")]
+
+
+@pytest.fixture
+def paper_study(tmp_path):
+    """config.yaml's study (its parser's treebank named) part done: base-en-de scored, big-en-de at
+    step 120,000 of 300,000, Table 3's base and (C) d_ff 4096 scored, the rest not started."""
+    from conftest import with_treebank
+
+    config = cfg.validate(with_treebank(cfg.load(ROOT / "config.yaml")))
+    fabricate(tmp_path, "base-en-de", "newstest2014", 27.9, 100000, sacre=27.1)
+    fabricate(tmp_path, "big-en-de", "newstest2014", None, 120000)
+    for name, bleu, ppl in (("base-en-de", 25.9, 4.85), ("t3-C-dff4096", 26.1, 4.71)):
+        fabricate(tmp_path / "t3", name, "newstest2013", bleu, 100000, dev_ppl=ppl, lines_scored=3000)
+    return config, tmp_path
+
+
+def test_the_paper_studys_tables_read_like_the_papers_within_120_characters(paper_study):
+    """Each table's first block is the paper's table in the paper's columns and rows, each of our rows
+    right under the paper's row it reproduces, no line over 120 characters; every line of the
+    document but a signature or path fits too."""
+    config, results = paper_study
+    blocks = {}
+    for number in (2, 3, 4):
+        out = results / "tables" / f"table{number}.md"
+        specs = Study(config).table_spec(number)
+        where = results / "t3" if number == 3 else results
+        write_table(number, experiments=specs, results=where, out_md=out, log=lambda _: None)
+        md = out.read_text()
+        blocks[number] = block_of(md)
+        widths = [len(line) for line in md.split("\n\n")[1].splitlines()]
+        assert max(widths) <= 120, (number, max(widths))
+        assert blocks[number][0] == PAPERS_COLUMNS[number]
+        long = [line for line in md.splitlines() if len(line) > 120 and "`" not in line and "/" not in line]
+        assert not long, long
+    names = [line[0] for line in blocks[2][1:]]
+    paper_rows = [n for n in names if not n.startswith("ours")]
+    assert paper_rows == [row[0] for row in PAPER_TABLE2]
+    base, big = names.index("Transformer (base)"), names.index("Transformer (big)")
+    assert blocks[2][1 + base] == ["Transformer (base)", "27.3", "38.1", "3.3e18", "3.3e18"]
+    assert blocks[2][2 + base] == ["ours: base [1, 2]", "27.90", "pending", "3.9e18", ""]  # EN-DE and EN-FR
+    assert blocks[2][2 + big] == ["ours: big [3, 4]", "at 40 %", "pending", "3.9e18", ""]
+    t3 = blocks[3][1:]
+    assert t3[0] == ["paper base", "6", "512", "2048", "8", "64", "64", "0.1", "0.1", "100K", "4.92", "25.8", "65"]
+    assert t3[1] == [
+        "base-en-de [1]",
+        "6",
+        "512",
+        "2048",
+        "8",
+        "64",
+        "64",
+        "0.1",
+        "0.1",
+        "100K",
+        "4.85",
+        "25.90",
+        "1.00",
+    ]
+    assert t3[2][0] == "paper (A)" and t3[2][4:7] == ["1", "512", "512"] and t3[2][1:4] == ["", "", ""]
+    assert t3[-2][0] == "paper big" and t3[-1][0] == "big-en-de [21]"  # big last, as in the paper
+    dff = [i for i, line in enumerate(t3) if line[0].startswith("t3-C-dff4096")][0]
+    assert t3[dff - 1] == ["paper (C)", "", "", "4096", "", "", "", "", "", "", "4.75", "26.2", "90"]
+    assert t3[dff] == ["t3-C-dff4096 [14]", "", "", "4096", "", "", "", "", "", "", "4.71", "26.10", "1.00"]
+    assert ["paper (E) learned", "", "", "", "", "", "", "", "", "", "4.92", "25.7", ""] in t3
+    t4 = [line for line in blocks[4][1:]]
+    at = t4.index(["Transformer (4 layers)", "WSJ only, discriminative", "91.3"])
+    assert t4[at + 1] == ["ours: parse-wsj [1]", "WSJ only", "pending"]
+    assert [line[0] for line in t4 if not line[0].startswith("ours")] == [row[0] for row in PAPER_TABLE4]
+
+
+def test_every_figure_of_the_old_tables_is_in_the_csv(paper_study):
+    """The Markdown keeps the paper's columns; the CSV keeps every column it had, with the row's figures."""
+    config, results = paper_study
+    for number in (2, 3, 4):
+        out = results / "tables" / f"table{number}.md"
+        where = results / "t3" if number == 3 else results
+        rows = write_table(number, config=None, experiments=Study(config).table_spec(number), results=where,
+                           out_md=out, log=lambda _: None)  # fmt: skip
+        table = list(csv.DictReader(out.with_suffix(".csv").open()))
+        assert set(OLD_COLUMNS[number]) <= set(table[0]), set(OLD_COLUMNS[number]) - set(table[0])
+        for row, line in zip(rows, table):
+            for key in OLD_COLUMNS[number]:
+                want = "" if row.get(key) is None else str(row[key])
+                assert line[key] == want, (number, key, line[key], want)
+
+
+def test_the_html_page_shows_the_same_table_first(paper_study):
+    """tableN.html (what the report shows): the title, then the block with the Markdown's cells, our
+    lines marked, then the same notes; nothing fetched from outside."""
+    import html as htmllib
+    import re
+
+    config, results = paper_study
+    for number in (2, 3, 4):
+        out = results / "tables" / f"table{number}.md"
+        where = results / "t3" if number == 3 else results
+        write_table(number, experiments=Study(config).table_spec(number), results=where, out_md=out, log=print)
+        page = out.with_suffix(".html").read_text()
+        assert page.index("<h1>") < page.index("<table>") < page.index("<ol>") < page.index("<h2>")
+        table = page[page.index("<table>") : page.index("</table>")]
+        cells = [[htmllib.unescape(c) for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", tr)]
+                 for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", table)]  # fmt: skip
+        assert cells == block_of(out.read_text())
+        ours = re.findall(r'<tr class="ours"><td>(.*?)</td>', table)
+        assert ours and all("[" in name for name in ours), ours
+        assert "http" not in page
+        notes = re.findall(r"<li>(.*?)</li>", page)
+        assert notes and flat(htmllib.unescape(notes[0])) in flat(out.read_text())
+
+
+def test_a_model_that_ignores_its_input_is_marked_in_the_block_and_its_note():
+    """The demo's parser once wrote one tree for all 300 sentences and Table 4 showed F1 49.92 as a
+    result: its figure carries ✗, its note says why, and it has no delta."""
+    row = {"row": "WSJ only", "experiment": "parse-wsj", "status": "ignores its input", "f1": 49.92, "paper_f1": 91.3,
+           "delta": None, "testset": "wsj23", "lines": 300, "setting": "the paper's",
+           "distinct_outputs": "1 of 300 (ignores its input)"}  # fmt: skip
+    md = markdown_document(4, [row], experiments=[{"name": "parse-wsj", "dataset": "wsj"}])
+    assert "| ours: parse-wsj [1] | WSJ only | 49.92 ✗ |" in squeeze(md)
+    assert (
+        "1. parse-wsj (wsj23, 300 sentences): ignores its input; the paper's setting; distinct outputs 1 of 300"
+        in flat(md)
+    )
+    assert "against the paper" not in flat(md).split("1. parse-wsj")[1].split("##")[0]

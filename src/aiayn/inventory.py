@@ -200,7 +200,8 @@ COMMANDS: dict[str, dict[str, Check]] = {
         "--baselines": FLAG,
         "--out-md": OUTPUT,
         "--out-csv": OUTPUT,
-        "--study": text("aiayn.report.notes.markdown_document"),  # printed as it is
+        "--out-html": OUTPUT,
+        "--study": text("aiayn.report.notes.document"),  # printed as it is
     },
     "figures": {
         "--name": text("aiayn.report.figures.write_figures"),  # the figures' title

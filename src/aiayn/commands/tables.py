@@ -1,4 +1,4 @@
-"""`python -m aiayn tables`: the paper's Table 2, 3 or 4 with our numbers, as Markdown and CSV.
+"""`python -m aiayn tables`: the paper's Table 2, 3 or 4 with our numbers, as Markdown, CSV and HTML.
 
 Built from whatever has finished: runs without scores show as pending with their progress.
 From the DAG (`snakemake table2`) it waits for every run of the table; by hand,
@@ -23,7 +23,8 @@ def add_arguments(parser):
     )
     parser.add_argument("--baselines", action="store_true", help="add copy / word-by-word / right-branching baselines")
     parser.add_argument("--out-md", help="Markdown table to write (default: the results' tables folder)")
-    parser.add_argument("--out-csv", help="CSV of the same rows to write")
+    parser.add_argument("--out-csv", help="CSV of the same rows, every column, to write")
+    parser.add_argument("--out-html", help="HTML page of the Markdown's table and notes (default: beside --out-md)")
     parser.add_argument("--study", help="one line naming the config files of the study, printed atop the table")
 
 
@@ -40,6 +41,7 @@ def run(args) -> int:
         study=args.study,
         out_md=args.out_md,
         out_csv=args.out_csv,
+        out_html=args.out_html,
         log=say,
     )
     return 0

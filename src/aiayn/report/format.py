@@ -45,6 +45,25 @@ def to_markdown(rows: list[dict], columns: list[str] | None = None) -> str:
     return cells.to_markdown(index=False, tablefmt="pipe", disable_numparse=True) + "\n"
 
 
+def compact_markdown(lines: list[dict], columns: list[str], right: set[str] = frozenset()) -> str:
+    """`lines` (cells already text) as a Markdown pipe table as narrow as its cells allow: each column
+    as wide as its widest cell or header (3 at least, the `---` Markdown needs), the columns of `right`
+    aligned right (figures, as a paper prints them). pandas' `to_markdown` pads every header by 2."""
+    if not lines:
+        return "(no experiments)\n"
+    text = [[str(line.get(c, "")).replace("|", "\\|") for c in columns] for line in lines]
+    widths = [max(3, len(c), *(len(row[i]) for row in text)) for i, c in enumerate(columns)]
+
+    def fill(cells: list[str]) -> str:
+        padded = [t.rjust(w) if c in right else t.ljust(w) for c, t, w in zip(columns, cells, widths)]
+        return "| " + " | ".join(padded) + " |"
+
+    rule = "|" + "|".join(
+        ("-" * (w + 1) + ":") if c in right else (":" + "-" * (w + 1)) for c, w in zip(columns, widths)
+    )
+    return "\n".join([fill(list(columns)), rule + "|", *(fill(row) for row in text)]) + "\n"
+
+
 def footer() -> str:
     """The last line of every table: which aiayn wrote it."""
     return f"\nWritten by aiayn {described()}.\n"

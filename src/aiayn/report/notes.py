@@ -1,47 +1,23 @@
 """What the paper's Tables 2, 3 and 4 say in words around our numbers: each table's title, the
 notes under it (what its columns mean, what cleaning removed, why a cost cell is blank, Table 3's
-verdict on the paper's findings), the paper's own rows of the other systems, and the Markdown
-document of a table (`markdown_document`). The numbers are `aiayn.report.tables`'.
+verdict on the paper's findings, what the CSV's columns mean), and the Markdown document of a
+table (`markdown_document`). The numbers are `aiayn.report.tables`'; the table as the paper prints
+it, our rows in it, is `aiayn.report.compact`'s.
 """
 
 from __future__ import annotations
 
+import html
+import re
+import textwrap
 from pathlib import Path
 
 from aiayn.evaluation.replicates import SIGNIFICANCE
-from aiayn.report.format import footer, to_markdown
+from aiayn.report.compact import NOT_A_RESULT, OURS, WIDTH, block, columns, numbered, right_aligned
+from aiayn.report.format import compact_markdown, footer
 from aiayn.runtime import records
 from aiayn.runtime.hardware import PEAKS, gpu_model
 from aiayn.study.layout import Layout
-
-# Table 2 of the paper: the other systems, kept for context (BLEU EN-DE, EN-FR; cost EN-DE, EN-FR).
-PAPER_TABLE2 = [
-    ("ByteNet", 23.75, None, None, None),
-    ("Deep-Att + PosUnk", None, 39.2, None, 1.0e20),
-    ("GNMT + RL", 24.6, 39.92, 2.3e19, 1.4e20),
-    ("ConvS2S", 25.16, 40.46, 9.6e18, 1.5e20),
-    ("MoE", 26.03, 40.56, 2.0e19, 1.2e20),
-    ("Deep-Att + PosUnk Ensemble", None, 40.4, None, 8.0e20),
-    ("GNMT + RL Ensemble", 26.30, 41.16, 1.8e20, 1.1e21),
-    ("ConvS2S Ensemble", 26.36, 41.29, 7.7e19, 1.2e21),
-    ("Transformer (base)", 27.3, 38.1, 3.3e18, 3.3e18),
-    ("Transformer (big)", 28.4, 41.8, 2.3e19, 2.3e19),
-]
-# Table 4 of the paper: the other parsers (WSJ section 23 F1).
-PAPER_TABLE4 = [
-    ("Vinyals & Kaiser et al. (2014)", "WSJ only, discriminative", 88.3),
-    ("Petrov et al. (2006)", "WSJ only, discriminative", 90.4),
-    ("Zhu et al. (2013)", "WSJ only, discriminative", 90.4),
-    ("Dyer et al. (2016)", "WSJ only, discriminative", 91.7),
-    ("Transformer (4 layers)", "WSJ only, discriminative", 91.3),
-    ("Zhu et al. (2013)", "semi-supervised", 91.3),
-    ("Huang & Harper (2009)", "semi-supervised", 91.3),
-    ("McClosky et al. (2006)", "semi-supervised", 92.1),
-    ("Vinyals & Kaiser et al. (2014)", "semi-supervised", 92.1),
-    ("Transformer (4 layers)", "semi-supervised", 92.7),
-    ("Luong et al. (2015)", "multi-task", 93.0),
-    ("Dyer et al. (2016)", "generative", 93.3),
-]
 
 
 def findings_line(rows: list[dict]) -> str:
@@ -138,19 +114,6 @@ def cleaning_note(layout: Layout, experiments: list[dict]) -> str:
     return f"\nTraining data after cleaning ({where}): " + "; ".join(said) + ".\n"
 
 
-# the columns of each table's Markdown (the CSV has every cell)
-COLUMNS = {
-    2: ["experiment", "status", "paper_bleu", "bleu", "bleu_s_sel", "seeds", "delta", "sacrebleu", "setting",
-        "dataset", "testset", "lines", "preset", "updates", "tgt_tokens_per_update", "hardware", "averaged_steps",
-        "device_hours", "cost_flops_paper_formula", "model_flops", "mfu"],
-    3: ["row", "experiment", "status", "changes", "setting", "updates", "seeds", "dev_ppl", "dev_ppl_s_sel",
-        "paper_dev_ppl", "dev_bleu", "dev_bleu_s_sel", "paper_dev_bleu", "as_paper", "params_M", "paper_params_M",
-        "p_value_vs_base", "significant", "test"],
-    4: ["row", "experiment", "status", "paper_f1", "f1", "f1_s_sel", "seeds", "delta", "setting", "selected_on_dev",
-        "testset", "lines", "updates", "hardware", "precision", "recall", "error_sentences"],
-}  # fmt: skip
-
-
 def column_note(number: int) -> str:
     """What the columns of Table `number` mean."""
     if number == 2:
@@ -183,27 +146,125 @@ def column_note(number: int) -> str:
     return f"\n{SEEDS_NOTE}\n"
 
 
-PAPERS_COLUMNS = {2: ["model", "EN-DE", "EN-FR", "cost EN-DE", "cost EN-FR"], 4: ["parser", "training", "F1"]}
+def legend(number: int) -> str:
+    """How to read the block: which rows are ours, what a mark means."""
+    where = {
+        2: "each under the paper's Transformer row it reproduces (others at the end); cost: training FLOPs by the "
+        "paper's footnote 5",
+        3: 'each under the paper\'s row it stands for ("paper base", "paper (A)", ...), in the paper\'s order; '
+        "on a variation's line only what differs from its base is printed, as in the paper; PPL per piece and BLEU "
+        "tokenized, of the last checkpoint on the dev set; params in millions",
+        4: "each under the paper's Transformer row of its training (others at the end)",
+    }[number]
+    return (
+        f"Our rows are named by experiment, {where}; [n]: the number of a row's note below. A figure is the "
+        f"mean over the row's seeds where it has several; {NOT_A_RESULT} after it: the model ignores its input "
+        '(no result, whatever its score); "pending": not scored yet, "at 40 %": training that far. '
+        f"`table{number}.csv` has every column of every row (the columns below)."
+    )
 
 
-def papers_rows(number: int) -> str:
-    """The paper's own rows of Table `number` (the other systems), for context."""
-    if number not in PAPERS_COLUMNS:
-        return ""
-    rows = [dict(zip(PAPERS_COLUMNS[number], row)) for row in {2: PAPER_TABLE2, 4: PAPER_TABLE4}[number]]
-    return "\nThe paper's rows:\n\n" + to_markdown(rows)
+def paragraphs(text: str) -> list[tuple[str, str]]:
+    """A note's text (lines, blank ones between) as paragraph parts."""
+    return [("p", line.strip()) for line in text.split("\n") if line.strip()]
 
 
-def markdown_document(number: int, rows: list[dict], study: str | None = None, notes: str = "") -> str:
-    """Table `number` as Markdown: `study` (which config files made it) on top, `notes` (e.g. the
-    cleaning's) under the table's own, aiayn's version below."""
-    parts = [f"# {TITLES[number]}\n", f"\n{study}\n\n" if study else "", to_markdown(rows, COLUMNS[number])]
+def document(
+    number: int, rows: list[dict], study: str | None = None, notes: str = "", experiments: list[dict] | None = None
+) -> list[tuple[str, object]]:
+    """Table `number` as parts, (kind, content), in the order they are read: the title, `study`
+    (which config files made it), the paper's table with our rows in it (aiayn.report.compact:
+    kind "table", content (lines, columns, right-aligned columns)), how to read it, our rows'
+    numbered notes ("ol"), then what the CSV's columns mean and `notes` (e.g. the cleaning's),
+    aiayn's version last. `experiments` (Study.table_spec's, aligned with `rows`) give each row its
+    language pair and preset. `markdown_document` and `html_document` write the same parts."""
+    lines, row_notes = block(number, rows, experiments)
+    parts: list[tuple[str, object]] = [("title", TITLES[number])]
+    if study:
+        parts.append(("p", study))
+    cols = columns(number, lines)
+    parts += [("table", (lines, cols, {c for c in cols if right_aligned(number, c)})), ("p", legend(number))]
+    if row_notes:
+        parts.append(("ol", row_notes))
     if number == 3:
-        parts.append(findings_line(rows))
-    parts.append(column_note(number))
+        parts += paragraphs(findings_line(rows))
+    parts.append(("h2", f"The CSV's columns (table{number}.csv)"))
+    parts += paragraphs(column_note(number))
     if number == 2:
-        parts += [hardware_note(rows), notes]
+        parts += paragraphs(hardware_note(rows)) + paragraphs(notes)
         signatures = sorted({r["sacrebleu_signature"] for r in rows if r.get("sacrebleu_signature")})
-        parts += [f"\nsacreBLEU signature: `{sig}`\n" for sig in signatures]
-    parts += [papers_rows(number), SETTING_NOTE, INPUTS_NOTE, footer()]
-    return "".join(parts)
+        parts += [("p", f"sacreBLEU signature: `{sig}`") for sig in signatures]
+    parts += paragraphs(SETTING_NOTE) + paragraphs(INPUTS_NOTE) + paragraphs(footer())
+    return parts
+
+
+def markdown_document(
+    number: int, rows: list[dict], study: str | None = None, notes: str = "", experiments: list[dict] | None = None
+) -> str:
+    """Table `number` as Markdown (`document`'s parts), its prose wrapped to WIDTH characters a line."""
+    out = []
+    for kind, content in document(number, rows, study, notes, experiments):
+        if kind == "title":
+            out.append(f"# {content}\n")
+        elif kind == "h2":
+            out.append(f"## {content}\n")
+        elif kind == "table":
+            out.append(compact_markdown(*content))
+        elif kind == "ol":
+            out.append(numbered(content))
+        else:
+            out.append(wrapped(content) + "\n")
+    return "\n".join(out)
+
+
+def html_document(
+    number: int, rows: list[dict], study: str | None = None, notes: str = "", experiments: list[dict] | None = None
+) -> str:
+    """Table `number` as one self-contained HTML page (`document`'s parts), what Snakemake's report
+    shows of it: the paper's table with our rows in it first, its figures aligned right."""
+    body = []
+    for kind, content in document(number, rows, study, notes, experiments):
+        if kind == "title":
+            body.append(f"<h1>{inline(content)}</h1>")
+        elif kind == "h2":
+            body.append(f"<h2>{inline(content)}</h2>")
+        elif kind == "table":
+            lines, cols, right = content
+            right = {c: ' class="n"' if c in right else "" for c in cols}
+            head = "".join(f"<th{right[c]}>{inline(c)}</th>" for c in cols)
+            trs = "".join(
+                ('<tr class="ours">' if line.get(OURS) else "<tr>")
+                + "".join(f"<td{right[c]}>{inline(str(line.get(c, '')))}</td>" for c in cols)
+                + "</tr>"
+                for line in lines
+            )
+            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{trs}</tbody></table>")
+        elif kind == "ol":
+            body.append("<ol>" + "".join(f"<li>{inline(n)}</li>" for n in content) + "</ol>")
+        else:
+            body.append(f"<p>{inline(content)}</p>")
+    return (
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{inline(TITLES[number])}</title>'
+        f"<style>{STYLE}</style></head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n"
+    )
+
+
+STYLE = (
+    "body{font-family:sans-serif;max-width:60em;margin:1em auto;padding:0 1em;line-height:1.4}"
+    "table{border-collapse:collapse;margin:1em 0}th,td{padding:.2em .6em;border-bottom:1px solid #ddd;"
+    "text-align:left;white-space:nowrap}th{border-bottom:2px solid #444}.n{text-align:right}"
+    "tr.ours td{background:#eef4ff;font-weight:bold}ol,p{font-size:.9em}code{font-size:.95em}"
+)
+
+
+def inline(text: str) -> str:
+    """Text as HTML: escaped, `code` spans as <code>."""
+    return re.sub(r"`([^`]*)`", r"<code>\1</code>", html.escape(text, quote=False))
+
+
+def wrapped(text: str) -> str:
+    """Prose under a table wrapped to WIDTH, paragraph by paragraph (each paragraph a line of `text`)."""
+    return "\n".join(
+        textwrap.fill(line, WIDTH, break_on_hyphens=False, break_long_words=False) if line else line
+        for line in text.split("\n")
+    )

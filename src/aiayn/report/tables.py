@@ -5,9 +5,10 @@ A table is a join of records: one line per run of each of its rows (the row's se
 of that run read from its records (score file, metrics.jsonl, average.json, selected.json, its
 dataset's train.report.json; `run_frame`), then one line per row (`over_seeds`: its own run's
 cells, the mean and the spread s_sel of its figures over its finished runs by group), written as
-CSV (with each run's line under its row) and as Markdown (`aiayn.report.notes`: the words around
-the numbers). A run whose score file is missing shows as pending, with its progress (step / total)
-if its metrics exist. Every file is named by `Layout`; the table's spec is `Study.table_spec` (the
+CSV (every column, each run's line under its row) and as Markdown and HTML (`aiayn.report.notes`:
+the paper's table with our rows in it, `aiayn.report.compact`, and the words around the numbers).
+A run whose score file is missing shows as pending, with its progress (step / total) if its
+metrics exist. Every file is named by `Layout`; the table's spec is `Study.table_spec` (the
 experiments and the paper's numbers from the config). Tables read and join; what they score is
 scored elsewhere (baselines: `aiayn.evaluation.baselines`, p-values: `aiayn.evaluation.score`'s
 paired bootstrap and `aiayn.evaluation.replicates`' stratified test).
@@ -25,7 +26,7 @@ from aiayn.evaluation.replicates import SIGNIFICANCE, mean_and_spread, stratifie
 from aiayn.evaluation.score import paired_bootstrap_p
 from aiayn.io import atomic_paths, readable
 from aiayn.report.format import to_csv
-from aiayn.report.notes import cleaning_note, markdown_document
+from aiayn.report.notes import cleaning_note, html_document, markdown_document
 from aiayn.runtime import metrics, records
 from aiayn.runtime.hardware import peak_flops
 from aiayn.runtime.lines import read_lines
@@ -443,9 +444,11 @@ def write_table(
     study: str | None = None,
     out_md=None,
     out_csv=None,
+    out_html=None,
     log=print,
 ) -> list[dict]:
-    """Table `number` as Markdown and CSV (default: the study's tables folder) for `experiments`
+    """Table `number` as Markdown, CSV and HTML (default: the study's tables folder; the HTML beside
+    the Markdown, what Snakemake's report shows) for `experiments`
     (`Study.table_spec`'s, under `results`), or for the study `config` (its results, its
     baselines setting), from whatever has finished. Table 3 gets paired-bootstrap p-values with
     `bootstrap` samples; Tables 2 and 4 the trivial baselines with `with_baselines`."""
@@ -469,13 +472,15 @@ def write_table(
         rows = with_extra_rows(rows, baselines.table_rows(number, layout, experiments))
     md = Path(out_md or layout.table(number, "md"))
     csv_path = Path(out_csv or md.with_suffix(".csv"))
-    with atomic_paths(md, csv_path) as (tmp_md, tmp_csv):
+    html_path = Path(out_html or md.with_suffix(".html"))
+    with atomic_paths(md, csv_path, html_path) as (tmp_md, tmp_csv, tmp_html):
         notes = cleaning_note(layout, experiments) if number == 2 else ""
-        tmp_md.write_text(markdown_document(number, rows, study, notes), encoding="utf-8")
+        tmp_md.write_text(markdown_document(number, rows, study, notes, experiments), encoding="utf-8")
         tmp_csv.write_text(to_csv(csv_lines(rows, frame, experiments)), encoding="utf-8")
+        tmp_html.write_text(html_document(number, rows, study, notes, experiments), encoding="utf-8")
     ours = [r for e, r in zip(experiments, rows) if not e.get("outside_run")]
     outside = len(experiments) - len(ours)
     more = f", and {outside} finished outside run:" if outside else ""
     done = sum(r["status"] == "done" for r in ours)
-    log(f"table {number}: {done}/{len(ours)} experiments done{more} -> {md}, {csv_path}")
+    log(f"table {number}: {done}/{len(ours)} experiments done{more} -> {md}, {csv_path}, {html_path}")
     return rows
