@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Iterator, MutableMapping, TextIO
 
 from aiayn import commands, described
-from aiayn.errors import EXIT_USER, Stopped, explain
+from aiayn.errors import EXIT_USER, Stopped, explain, note_stop, pending_stop, take_stop
 from aiayn.io import appendable
 
 # command -> module defining `add_arguments(parser)` and `run(args)`; imported only when called,
@@ -215,6 +215,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _stop(signum, frame) -> None:
+    note_stop(signum)  # kept, should the exception be swallowed on its way (aiayn.errors.note_stop)
     raise Stopped(signum)
 
 
@@ -332,6 +333,7 @@ def _stdout_failed(exc: OSError, command: str | None) -> int:
 
 def _main(argv: list[str], command: str | None) -> int:
     thread_policy()
+    take_stop()  # one command's stop is not the next one's (the tests run commands in one process)
     if threading.current_thread() is threading.main_thread():  # SIGTERM, SIGHUP: one line, writes cleaned up
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, _stop)
@@ -344,6 +346,8 @@ def _main(argv: list[str], command: str | None) -> int:
             if args.log_to:
                 terminal = logged.enter_context(log_to(args.log_to))
             result = importlib.import_module(args._module).run(args)
+            if (signum := pending_stop()) is not None:  # its Stopped was swallowed: still a stopped command
+                raise Stopped(signum)
         except ModuleNotFoundError as exc:
             if exc.name is None or exc.name.split(".")[0] == "aiayn":
                 raise

@@ -51,6 +51,30 @@ class Stopped(BaseException):
         self.signum = signum
 
 
+# The stop signal this process received (aiayn.cli's handler), kept beside the Stopped it raises: a
+# handler's exception can vanish where C code runs Python and clears its error (a C-API attribute
+# lookup that reaches a Python __getattr__ while the signal is handled; CI saw a SIGTERM'd `table1`
+# finish and exit 0 with nothing on stderr). aiayn.io puts no output in place once it is set, and
+# the command ends as stopped; `train`'s own handler takes it over (`take_stop`).
+_STOP: list[int] = []
+
+
+def note_stop(signum: int) -> None:
+    _STOP[:] = [signum]
+
+
+def pending_stop() -> int | None:
+    """The stop signal received, if any."""
+    return _STOP[0] if _STOP else None
+
+
+def take_stop() -> int | None:
+    """The stop signal received, if any, forgotten here (its taker acts on it)."""
+    signum = pending_stop()
+    _STOP.clear()
+    return signum
+
+
 def out_of_memory(exc: BaseException) -> bool:
     """torch's allocation failures are RuntimeErrors (CPU: "DefaultCPUAllocator: can't allocate
     memory", CUDA: torch.cuda.OutOfMemoryError), not MemoryError."""

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from aiayn.errors import WRITING, UserError
+from aiayn.errors import WRITING, Stopped, UserError, pending_stop
 
 STALE_AFTER_S = 3600  # a leftover of another host untouched this long is a dead writer's
 # the file in every folder aiayn writes whole (`atomic_dir`, example-corpus): such a folder may be
@@ -304,6 +304,8 @@ def _remove(temps: list[Path]) -> None:
 
 
 def _put_in_place(temps: list[Path], finals: list[Path], through: list[bool]) -> None:
+    if (signum := pending_stop()) is not None:  # a stop whose exception was swallowed: nothing lands
+        raise Stopped(signum)
     mode = 0o666 & ~_umask()  # mkstemp makes 0600; a collaborator may need to read results
     for tmp, direct in zip(temps, through):
         if not direct:
@@ -511,6 +513,8 @@ def atomic_dir(target: str | os.PathLike) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=_temp_prefix(target), suffix=".tmp"))
     try:
         yield tmp
+        if (signum := pending_stop()) is not None:  # as _put_in_place: a stop swallowed on its way
+            raise Stopped(signum)
         mark_output(tmp)
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700
         for path in tmp.rglob("*"):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from aiayn.errors import UserError
+from aiayn.errors import UserError, take_stop
 from aiayn.runtime.device import choose_device
 
 
@@ -156,6 +156,7 @@ class StopFlag:
     def install(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, self._handle)
+        self.signal = take_stop() or self.signal  # one received before, its Stopped swallowed: stop with a checkpoint
 
     def _handle(self, signum, frame) -> None:
         if signum == signal.SIGINT and self.signal == signal.SIGINT:
