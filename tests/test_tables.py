@@ -566,7 +566,7 @@ def test_every_figure_of_the_old_tables_is_in_the_csv(paper_study):
     for number in (2, 3, 4):
         out = results / "tables" / f"table{number}.md"
         where = results / "t3" if number == 3 else results
-        rows = write_table(number, config=None, experiments=Study(config).table_spec(number), results=where,
+        rows = write_table(number, experiments=Study(config).table_spec(number), results=where,
                            out_md=out, log=lambda _: None)  # fmt: skip
         table = list(csv.DictReader(out.with_suffix(".csv").open()))
         assert set(OLD_COLUMNS[number]) <= set(table[0]), set(OLD_COLUMNS[number]) - set(table[0])

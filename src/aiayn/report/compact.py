@@ -16,6 +16,7 @@ import re
 import textwrap
 
 from aiayn.study import paper
+from aiayn.study.paper import NOT_COMPARABLE
 
 WIDTH = 120  # characters a line of the block (and of the notes, wrapped)
 OURS = "_ours"  # the key that marks a line of the block as ours (a line of the paper's has none)
@@ -195,9 +196,6 @@ def updates_phrase(row: dict) -> str | None:
     if done == total:
         return None
     return f"updates {row['updates']}"
-
-
-NOT_COMPARABLE = "not comparable: "  # how aiayn.study.paper.setting starts the list of departures
 
 
 def setting_phrase(setting: str | None, base: tuple[str, int] | None = None) -> str | None:
@@ -424,11 +422,13 @@ def block4(rows: list[dict], exps: list[dict | None]) -> tuple[list[dict], list[
     return [{k: line.get(k, "") for k in (*COLUMNS[4], OURS)} for line in out], notes
 
 
+def fill(text: str, lead: str = "") -> str:
+    """One paragraph wrapped to WIDTH, after `lead` (its later lines indented as far); words and
+    hyphenated names (t3-A-h1) never broken."""
+    return textwrap.fill(text, WIDTH, initial_indent=lead, subsequent_indent=" " * len(lead),
+                         break_on_hyphens=False, break_long_words=False)  # fmt: skip
+
+
 def numbered(notes: list[str]) -> str:
     """The notes as a numbered list, each wrapped to WIDTH."""
-    out = []
-    for i, text in enumerate(notes, 1):
-        lead = f"{i}. "
-        out.append(textwrap.fill(text, WIDTH, initial_indent=lead, subsequent_indent=" " * len(lead),
-                                 break_on_hyphens=False, break_long_words=False))  # fmt: skip
-    return "\n".join(out) + "\n" if out else ""
+    return "".join(fill(text, f"{i}. ") + "\n" for i, text in enumerate(notes, 1))

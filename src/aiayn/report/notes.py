@@ -1,19 +1,18 @@
 """What the paper's Tables 2, 3 and 4 say in words around our numbers: each table's title, the
 notes under it (what its columns mean, what cleaning removed, why a cost cell is blank, Table 3's
-verdict on the paper's findings, what the CSV's columns mean), and the Markdown document of a
-table (`markdown_document`). The numbers are `aiayn.report.tables`'; the table as the paper prints
-it, our rows in it, is `aiayn.report.compact`'s.
+verdict on the paper's findings, what the CSV's columns mean), and a table's document as parts
+(`document`), written as Markdown (`markdown_of`) and as an HTML page (`html_of`). The numbers are
+`aiayn.report.tables`'; the table as the paper prints it, our rows in it, is `aiayn.report.compact`'s.
 """
 
 from __future__ import annotations
 
 import html
 import re
-import textwrap
 from pathlib import Path
 
 from aiayn.evaluation.replicates import SIGNIFICANCE
-from aiayn.report.compact import NOT_A_RESULT, OURS, WIDTH, block, columns, numbered, right_aligned
+from aiayn.report.compact import NOT_A_RESULT, OURS, block, columns, fill, numbered, right_aligned
 from aiayn.report.format import compact_markdown, footer
 from aiayn.runtime import records
 from aiayn.runtime.hardware import PEAKS, gpu_model
@@ -149,8 +148,9 @@ def column_note(number: int) -> str:
 def legend(number: int) -> str:
     """How to read the block: which rows are ours, what a mark means."""
     where = {
-        2: "each under the paper's Transformer row it reproduces (others at the end); cost: training FLOPs by the "
-        "paper's footnote 5",
+        2: "each under the paper's Transformer row it reproduces (others at the end), the experiments of one "
+        'model over both pairs on one line (base-en-de and base-en-fr: "ours: base"); cost: training FLOPs by '
+        "the paper's footnote 5",
         3: 'each under the paper\'s row it stands for ("paper base", "paper (A)", ...), in the paper\'s order; '
         "on a variation's line only what differs from its base is printed, as in the paper; PPL per piece and BLEU "
         "tokenized, of the last checkpoint on the dev set; params in millions",
@@ -177,7 +177,7 @@ def document(
     kind "table", content (lines, columns, right-aligned columns)), how to read it, our rows'
     numbered notes ("ol"), then what the CSV's columns mean and `notes` (e.g. the cleaning's),
     aiayn's version last. `experiments` (Study.table_spec's, aligned with `rows`) give each row its
-    language pair and preset. `markdown_document` and `html_document` write the same parts."""
+    language pair and preset. `markdown_of` and `html_of` write the same parts."""
     lines, row_notes = block(number, rows, experiments)
     parts: list[tuple[str, object]] = [("title", TITLES[number])]
     if study:
@@ -201,9 +201,14 @@ def document(
 def markdown_document(
     number: int, rows: list[dict], study: str | None = None, notes: str = "", experiments: list[dict] | None = None
 ) -> str:
-    """Table `number` as Markdown (`document`'s parts), its prose wrapped to WIDTH characters a line."""
+    """Table `number` as Markdown (`document`, `markdown_of`)."""
+    return markdown_of(document(number, rows, study, notes, experiments))
+
+
+def markdown_of(parts: list[tuple[str, object]]) -> str:
+    """A table's `document` as Markdown, its prose wrapped to WIDTH characters a line."""
     out = []
-    for kind, content in document(number, rows, study, notes, experiments):
+    for kind, content in parts:
         if kind == "title":
             out.append(f"# {content}\n")
         elif kind == "h2":
@@ -213,19 +218,18 @@ def markdown_document(
         elif kind == "ol":
             out.append(numbered(content))
         else:
-            out.append(wrapped(content) + "\n")
+            out.append(fill(content) + "\n")
     return "\n".join(out)
 
 
-def html_document(
-    number: int, rows: list[dict], study: str | None = None, notes: str = "", experiments: list[dict] | None = None
-) -> str:
-    """Table `number` as one self-contained HTML page (`document`'s parts), what Snakemake's report
-    shows of it: the paper's table with our rows in it first, its figures aligned right."""
-    body = []
-    for kind, content in document(number, rows, study, notes, experiments):
+def html_of(parts: list[tuple[str, object]]) -> str:
+    """A table's `document` as one self-contained HTML page, what Snakemake's report shows of it:
+    the paper's table with our rows in it first, its figures aligned right."""
+    body, title = [], ""
+    for kind, content in parts:
         if kind == "title":
-            body.append(f"<h1>{inline(content)}</h1>")
+            title = inline(content)
+            body.append(f"<h1>{title}</h1>")
         elif kind == "h2":
             body.append(f"<h2>{inline(content)}</h2>")
         elif kind == "table":
@@ -244,7 +248,7 @@ def html_document(
         else:
             body.append(f"<p>{inline(content)}</p>")
     return (
-        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{inline(TITLES[number])}</title>'
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title>'
         f"<style>{STYLE}</style></head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n"
     )
 
@@ -260,11 +264,3 @@ STYLE = (
 def inline(text: str) -> str:
     """Text as HTML: escaped, `code` spans as <code>."""
     return re.sub(r"`([^`]*)`", r"<code>\1</code>", html.escape(text, quote=False))
-
-
-def wrapped(text: str) -> str:
-    """Prose under a table wrapped to WIDTH, paragraph by paragraph (each paragraph a line of `text`)."""
-    return "\n".join(
-        textwrap.fill(line, WIDTH, break_on_hyphens=False, break_long_words=False) if line else line
-        for line in text.split("\n")
-    )

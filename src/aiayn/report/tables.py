@@ -26,7 +26,7 @@ from aiayn.evaluation.replicates import SIGNIFICANCE, mean_and_spread, stratifie
 from aiayn.evaluation.score import paired_bootstrap_p
 from aiayn.io import atomic_paths, readable
 from aiayn.report.format import to_csv
-from aiayn.report.notes import cleaning_note, html_document, markdown_document
+from aiayn.report.notes import cleaning_note, document, html_of, markdown_of
 from aiayn.runtime import metrics, records
 from aiayn.runtime.hardware import peak_flops
 from aiayn.runtime.lines import read_lines
@@ -475,9 +475,10 @@ def write_table(
     html_path = Path(out_html or md.with_suffix(".html"))
     with atomic_paths(md, csv_path, html_path) as (tmp_md, tmp_csv, tmp_html):
         notes = cleaning_note(layout, experiments) if number == 2 else ""
-        tmp_md.write_text(markdown_document(number, rows, study, notes, experiments), encoding="utf-8")
+        parts = document(number, rows, study, notes, experiments)  # one document, written twice
+        tmp_md.write_text(markdown_of(parts), encoding="utf-8")
         tmp_csv.write_text(to_csv(csv_lines(rows, frame, experiments)), encoding="utf-8")
-        tmp_html.write_text(html_document(number, rows, study, notes, experiments), encoding="utf-8")
+        tmp_html.write_text(html_of(parts), encoding="utf-8")
     ours = [r for e, r in zip(experiments, rows) if not e.get("outside_run")]
     outside = len(experiments) - len(ours)
     more = f", and {outside} finished outside run:" if outside else ""

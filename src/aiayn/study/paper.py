@@ -191,9 +191,12 @@ def chain_line(chain: dict) -> str:
     )
 
 
+NOT_COMPARABLE = "not comparable: "  # how a `setting` cell begins the list of what is not the paper's
+
+
 def setting(table: int, exp: dict, figure: str, **facts) -> tuple[bool, str]:
     """(comparable, the text of the row's `setting` cell): "the paper's", or why not."""
     if exp["paper"].get(figure) is None:
         return False, "no paper figure for this row"
     found = departures(table, exp, **facts)
-    return (not found), ("the paper's" if not found else "not comparable: " + ", ".join(found))
+    return (not found), ("the paper's" if not found else NOT_COMPARABLE + ", ".join(found))
