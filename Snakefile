@@ -1,5 +1,5 @@
 # "Attention Is All You Need" (Vaswani et al. 2017), the whole study as one DAG.
-# Read top to bottom: download -> prepare -> vocabulary -> encode -> train -> average -> translate
+# Read top to bottom: download -> prepare -> vocabulary -> encode -> check -> train -> average -> translate
 # -> score -> tables, and the parsing branch (§6.3) beside it. Logic lives in src/aiayn.
 import os
 import sys
@@ -33,6 +33,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/parsing.smk"
 include: "workflow/rules/training.smk"
 include: "workflow/rules/evaluation.smk"
+include: "workflow/rules/check.smk"
 include: "workflow/rules/report.smk"
 
 

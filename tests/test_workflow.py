@@ -45,7 +45,7 @@ def test_job_count_per_rule(plan):
         "vocab_info": 3,  # vocab.json of each: pieces made against the size asked
         "encode": 6,  # train + dev per dataset
         "resolve": N_TRAINED,
-        "check": N_TRAINED,  # the model's checks before each training (aiayn.training.check)
+        "check": N_TRAINED,  # the model's checks before each training (aiayn.check)
         "train": N_TRAINED,
         "select": 1,
         "average": 4,  # one per Table 2 experiment

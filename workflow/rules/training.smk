@@ -12,35 +12,6 @@
 # retries: a non-finite loss (exit 3) or a user error (exit 2) would fail again the same way;
 # what a new attempt can fix, Slurm requeues (this self-requeue; preemption and node failures with
 # --slurm-requeue, set in profiles/slurm).
-# The check stage (aiayn.training.check): the experiment's model as the trainer builds it, measured
-# on a few training pairs for the failure modes practitioners hit (future leakage, padding, attention
-# scale, embedding scale, shifted input, tied weights, §5.3 schedule, label smoothing). Seconds on
-# a CPU: a failed check stops the experiment here, before it costs a GPU hour.
-rule check:
-    input:
-        settings=LAYOUT.experiment_json("{experiment}"),
-        train=get_train_encoded,
-    output:
-        LAYOUT.check("{experiment}"),
-    log:
-        LAYOUT.log("check", "{experiment}"),
-    wildcard_constraints:
-        experiment=_alternatives(STUDY.trained),
-    conda:
-        "../../envs/torch.yaml"
-    threads: 2
-    resources:
-        mem_mb=10000,  # MiB (Slurm's --mem): twice the big model's measured 4.2-4.8 GiB (docs/rehearsal.md)
-        runtime=15,
-    params:
-        # the modules that build and train the model (aiayn.study.code): changed, every check runs
-        # again (a finished train takes check.json as ancient: nothing is retrained for it)
-        code=CHECKED_CODE,
-    shell:
-        "python -m aiayn check --settings {input.settings:q} --train {input.train:q} --out {output:q}"
-        " --log-to {log:q} 2>> {log:q}"
-
-
 rule train:
     input:
         # ancient once trained: a check run again (new code, --forcerun check) retrains nothing; a new

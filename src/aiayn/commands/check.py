@@ -1,7 +1,6 @@
-"""`python -m aiayn check`: the paper's known failure modes, measured on one experiment's model
-before it trains (`aiayn.training.check`): future leakage, padding, attention logits and scale,
-embedding scale, shifted target input, tied weights, the §5.3 schedule, label smoothing. Writes
-check.json when every check passes; exits 2 with the first failure's line otherwise."""
+"""`python -m aiayn check`: one experiment's own trainer and decoder against the paper written again,
+before it trains (`aiayn.check`, its registry `aiayn.check.check.CHECKS`). Writes check.json when
+every check passes; exits 2 with the first failure's line otherwise."""
 
 from __future__ import annotations
 
@@ -15,6 +14,6 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from aiayn.training.check import check_job  # torch: imported when the command runs, not for --help
+    from aiayn.check.check import check_job  # torch: imported when the command runs, not for --help
 
     return check_job(args.settings, args.train, args.out, log=say, detail=say_to_log)

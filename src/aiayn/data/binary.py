@@ -14,6 +14,7 @@ mapped pages (and one pass to check its digest).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -153,6 +154,15 @@ class Corpus:
         """What the corpus is: the digest of its token arrays (a file written before there was one:
         its file's SHA-256), whatever its header says of where it came from."""
         return self.header.get("digest") or file_sha256(self.path)
+
+    def subset(self, indices) -> "Corpus":
+        """The pairs `indices` as a corpus of their own, in memory, with this one's header (vocabularies)."""
+        arrays = {}
+        for side in ("src", "tgt"):
+            pieces = [np.asarray(getattr(self, side)(int(i))) for i in indices]
+            arrays[f"{side}_tokens"] = np.concatenate(pieces)
+            arrays[f"{side}_offsets"] = np.concatenate([[0], np.cumsum([len(p) for p in pieces])]).astype(np.int64)
+        return Corpus(path=self.path, header={**copy.deepcopy(self.header), "pairs": len(indices)}, **arrays)
 
 
 def _damaged(path: Path, what: str) -> EncodedError:

@@ -7,6 +7,7 @@ read, where a mistake can still name its key, long before a training job builds 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 # How the weights are drawn before training (the paper does not say; `aiayn.model.transformer.initialize`):
@@ -80,3 +81,18 @@ class ModelConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def init_std(role: str, shape, cfg) -> float | None:
+    """The standard deviation INITS' `cfg.init` draws the tensor of `role` (a name of
+    `Transformer.paper_map`) with, as `aiayn.model.transformer.initialize` says it draws it; None for
+    biases and norms (constants, or torch's default). The check stage compares the drawn weights."""
+    if role.endswith(".bias") or "norm" in role:
+        return None
+    fairseq, kind = cfg.init == "fairseq", role.split(".")[-2] if role.count(".") > 1 else role
+    if role.endswith("_embed") or (fairseq and role.endswith("_pos")):
+        return cfg.d_model**-0.5
+    xavier = math.sqrt(2 / sum(shape))
+    if fairseq and kind in ("W_q", "W_k", "W_v"):
+        return xavier / math.sqrt(2)
+    return math.sqrt(1 / (3 * shape[1])) if fairseq and kind in ("W_1", "W_2") else xavier

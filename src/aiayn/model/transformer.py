@@ -111,8 +111,7 @@ class MultiHeadAttention(nn.Module):
         return self.W_o(out.transpose(1, 2).reshape(B, T, self.h * self.d_v))  # (B, T, d_model)
 
     def kernel(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, p: float = 0.0) -> Tensor:
-        """softmax(Q K^T / sqrt(d_k)) V, masked (and dropped out at rate p), by torch's fused kernel.
-        (The check stage passes V = I to read the weights it computes: aiayn.training.check.)"""
+        """softmax(Q K^T / sqrt(d_k)) V, masked (and dropped out at rate p), by torch's fused kernel."""
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal, scale=self.scale)
 
     def forward(self, x: Tensor, memory: Tensor, mask: Tensor | None = None, causal: bool = False) -> Tensor:
@@ -262,6 +261,32 @@ class Transformer(nn.Module):
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         memory, mask = self.encode(src)
         return self.decode(tgt_in, memory, mask)
+
+    def paper_map(self) -> tuple[dict[str, Tensor], dict[str, list[nn.Module]]]:
+        """The one place that says which tensor plays which role of §3 (the check stage's reference
+        reads the model through it alone, aiayn.check.reference): each layer's linears by kind and
+        order (each attention's W_q, W_k, W_v, W_o, then the FFN's W_1, W_2) and its layer norms in
+        order, so that regrouped or renamed submodules keep it; and the encoder's and decoder's
+        layers, whose inputs and outputs locate a difference. Under a shared vocabulary "src_embed"
+        is "tgt_embed"'s tensor, which is also the projection (§3.4)."""
+        roles = {"src_embed": self.src_embed.weight, "tgt_embed": self.tgt_embed.weight}
+        if self.cfg.positional == "learned":
+            roles |= {"src_pos": self.src_embed.learned.weight, "tgt_pos": self.tgt_embed.learned.weight}
+        stacks = {"encoder": (self.encoder, ["self"]), "decoder": (self.decoder, ["self", "cross"])}
+        for stack, (layers, attentions) in stacks.items():
+            names = [f"{a}.{w}" for a in attentions for w in ("W_q", "W_k", "W_v", "W_o")] + ["ffn.W_1", "ffn.W_2"]
+            for i, layer in enumerate(layers):
+                linears = [m for m in layer.modules() if isinstance(m, nn.Linear)]
+                norms = [m for m in layer.modules() if isinstance(m, nn.LayerNorm)]
+                for name, m in [*zip(names, linears), *((f"norm{j}", m) for j, m in enumerate(norms))]:
+                    roles[f"{stack}.{i}.{name}.weight"] = m.weight
+                    if m.bias is not None:
+                        roles[f"{stack}.{i}.{name}.bias"] = m.bias
+        if self.cfg.pre_norm:
+            for stack in ("encoder", "decoder"):
+                norm = getattr(self, f"{stack}_norm")
+                roles |= {f"{stack}_norm.weight": norm.weight, f"{stack}_norm.bias": norm.bias}
+        return roles, {"encoder": list(self.encoder), "decoder": list(self.decoder)}
 
     def memory_keys_values(self, memory: Tensor) -> list[tuple[Tensor, Tensor]]:
         """Each decoder layer's encoder-decoder keys/values of memory (A, S, d_model), computed once

@@ -107,7 +107,7 @@ SCHEMAS = {
         {"grad_norm": {"type": ["number", "null"]}},
     ),  # fmt: skip
     "metrics stop": record({"event": {"const": "stop"}, "step": STEP, "reason": TEXT, "wall": FIGURE}),
-    # check.json (aiayn.training.check), written when every check passed
+    # check.json (aiayn.check.check), written when every check passed
     "check": record(
         {
             "experiment": TEXT,
@@ -115,7 +115,7 @@ SCHEMAS = {
             "checks": {
                 "type": "array",
                 "minItems": 1,
-                "items": record({"check": TEXT, "passed": {"type": "boolean"}, "figure": TEXT}),
+                "items": record({"name": TEXT, "passed": {"type": "boolean"}, "figure": TEXT}),
             },
         },
         {"aiayn": TEXT, "model": {"type": "object"}, "pairs": COUNT},

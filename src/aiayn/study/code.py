@@ -1,8 +1,8 @@
 """Which code a check measured: the identity of the modules that build and train a model, so that
 the check stage runs again when they change (and only then), without retraining finished runs.
 
-The check (aiayn.training.check) measures the model, the trainer's step, the loss and the schedule
-as this code makes them; a check.json records `checked_code()`, and the workflow's check rule takes
+The check (aiayn.check) measures the trainer, the loss, the schedule and the decoder as this code
+makes them; a check.json records `checked_code()`, and the workflow's check rule takes
 it as a parameter, so that Snakemake reruns every experiment's check when the code changes.
 A finished training takes its check.json as an ancient input: a check run again retrains nothing
 (`check_is_ancient`, which says when, and why not before).
@@ -17,9 +17,11 @@ from collections.abc import Iterable
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1]
-# what builds and trains a model: its layers and attention, the trainer's step, batching, loss,
-# optimizer and schedule, precision, and the checks themselves
-CHECKED = ("model", "training", "runtime/schedule.py", "runtime/precision.py", "data/binary.py")
+# what builds, trains and decodes a model: its layers and attention, the trainer's step, batching, loss,
+# optimizer and schedule, precision, the beam search the check runs (evaluation/translate.py's), and
+# the checks themselves
+CHECKED = ("model", "training", "check", "runtime/schedule.py", "runtime/precision.py", "data/binary.py",
+           "evaluation/translate.py")  # fmt: skip
 
 
 def checked_files(package: Path = PACKAGE) -> list[Path]:

@@ -9,7 +9,7 @@ results/data/<dataset>/spm.{src,tgt}.model       sentencepiece models (identical
 results/data/<dataset>/vocab.json                pieces made against pieces asked, and why when fewer
 results/data/<dataset>/<split>.bin               encoded token ids (aiayn.data.binary)
 results/<experiment>/experiment.json             the resolved settings of the run
-results/<experiment>/check.json                  the model's checks before training (aiayn.training.check)
+results/<experiment>/check.json                  the model's checks before training (aiayn.check)
 results/<experiment>/checkpoints/                step checkpoints; last.pt, the final model, once training is done
 results/<experiment>/metrics.jsonl               progress and dev loss, JSON lines
 results/<experiment>/tensorboard/                the same as TensorBoard events (with the tensorboard package)

@@ -1,13 +1,10 @@
-"""The training stage (§5): an encoded corpus and experiment.json in, checkpoints out. `check`
-measures the experiment's model for the known failure modes before it trains, `step_check` the
-same on one real update of its trainer, `measure` what a check is and the readings both share,
-`train` is the
+"""The training stage (§5): an encoded corpus and experiment.json in, checkpoints out. `train` is the
 trainer and one train job, `objective` the loss, optimizer and schedule it steps, `session` what
 happens around its updates, `resume` decides whether a checkpoint continues the run and resumes
 it, `batching` makes the token batches, `distributed` the process group and stop signals, `progress` what a run
 reports while it trains, `watch` the gradient norm, a diverging loss and a stalled run, `board` the TensorBoard
 events, `average` the §6.1 checkpoint averaging. What training shares with decoding and the
 report (the checkpoint format, metrics.jsonl, the device, precision, the schedule) is
-aiayn.runtime. Called by the check, train and average rules of training.smk; writes
-results/<experiment>/check.json, checkpoints/, metrics.jsonl, tensorboard/ and average.pt.
+aiayn.runtime. Called by the train and average rules of training.smk (the check rule's stage,
+aiayn.check, runs this trainer before); writes checkpoints/, metrics.jsonl, tensorboard/ and average.pt.
 """

@@ -1,6 +1,5 @@
 """What one update optimises and how: the label-smoothed loss (§5.4), Adam with §5.3's learning
-rate, and the dropout masks of each micro-batch. The trainer (`aiayn.training.train`) and the check
-stage (`aiayn.training.check`) step the same functions.
+rate, and the dropout masks of each micro-batch, as the trainer (`aiayn.training.train`) steps them.
 """
 
 from __future__ import annotations

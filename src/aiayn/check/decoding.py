@@ -1,0 +1,147 @@
+"""The invariants outside training: `decoding` (eval mode and the real beam search against the full
+forward pass and §6.1) and `initialisation` (every weight drawn with the spread its `init` says)."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+import torch
+
+from aiayn.check.mistakes import TOLERANCE, Departure, locate
+from aiayn.check.reference import DTYPE, closest_form
+from aiayn.check.run import Draws, watch
+from aiayn.data.binary import BOS, EOS, PAD
+from aiayn.model.hparams import init_std
+from aiayn.study import paper
+
+STEPS = 12  # the check's searches generate at most this many tokens (and EOS)
+
+
+def gnmt(length: int, alpha: float) -> float:
+    """§6.1's length penalty (Wu et al. 2016): lp(Y) = ((5 + |Y|) / 6)^alpha, |Y| counting EOS."""
+    return ((5 + length) / 6) ** alpha
+
+
+def eval_forward(model, src, tgt_in) -> Departure | None:
+    """The model in eval mode: no dropout drawn, and the logits of §3's forward pass (an admitted form)."""
+    draws = Draws()
+    seen, hooks = watch(model, draws)
+    try:
+        with draws, torch.no_grad():
+            model(src, tgt_in)
+    finally:
+        for h in hooks:
+            h.remove()
+    s = seen[0]
+    drawn = sum(len(m) for m in s.masks.values())
+    if drawn:
+        said = f"{drawn} dropout masks drawn in eval mode: dropout applied at inference (F.dropout without " \
+            "training=self.training, or a module kept in training mode), so decoding is noisy"  # fmt: skip
+        return Departure("the eval-mode forward pass", "its dropout", seen=said)
+    params = {n: t.detach().to(DTYPE) for n, t in model.paper_map()[0].items()}
+    found = locate(s, params, model.cfg, closest_form(params, model.cfg, s), None)
+    if found is not None:
+        found.quantity = "the eval-mode logits"
+    return found
+
+
+def full_logprob(model, src_row, tokens: list) -> torch.Tensor:
+    """The full forward pass's log-probabilities (T + 1, V) over `tokens` teacher forced, BOS first."""
+    with torch.no_grad():
+        return model(src_row[None], torch.tensor([[BOS, *tokens]]))[0].double().log_softmax(-1)
+
+
+def search(model, src, beam: int, alpha: float):
+    """The real beam search (the translate rule's) over the source rows of `src`, `beam` best each."""
+    from aiayn.evaluation.translate import search_batch
+
+    rows = [[int(t) for t in row if t not in (PAD, EOS)] for row in src.tolist()]
+    return search_batch(model, rows, beam=beam, alpha=alpha, a=0.0, b=STEPS, nbest=beam, device="cpu",
+                        autocast=contextlib.nullcontext)  # fmt: skip
+
+
+def hypotheses(model, src, beam: int, alpha: float) -> str | None:
+    """Each hypothesis of the real search: its log-probability the full forward pass's, its score log P / lp."""
+    for b, hyps in enumerate(search(model, src, beam, alpha)):
+        for h in hyps:
+            logp = full_logprob(model, src[b], h.tokens)
+            want = float(logp.gather(1, torch.tensor([*h.tokens, EOS])[:, None]).sum())
+            if abs(h.logprob - want) > TOLERANCE * max(1.0, abs(want)):
+                return (f"sentence {b + 1}: the search gives a hypothesis of {len(h.tokens)} tokens log P "
+                        f"{h.logprob:.6g} where the full forward pass gives its tokens {want:.6g}")  # fmt: skip
+            lp = gnmt(len(h.tokens) + 1, alpha)
+            if abs(h.score - h.logprob / lp) > 1e-6 * max(1.0, abs(h.score)):
+                return (f"sentence {b + 1}: a hypothesis of {len(h.tokens)} tokens scored {h.score:.6g} where log P / "
+                        f"lp = {h.logprob / lp:.6g} (§6.1: lp = ((5 + |Y|) / 6)^{alpha:g} = {lp:.6g})")  # fmt: skip
+    return None
+
+
+def greedy(model, src, alpha: float) -> str | None:
+    """Beam 1 follows the full forward pass's greedy path (near ties either way) and ends at the best
+    of the path's endings the search meets (EOS among a step's 2 best, as aiayn.model.beam)."""
+    for b, (h,) in enumerate(search(model, src, 1, alpha)):
+        logp = full_logprob(model, src[b], h.tokens)  # (T + 1, V)
+        best = -math.inf
+        for j in range(len(h.tokens) + 1):
+            if float(logp[j, EOS]) >= float(logp[j].topk(2).values[-1]):
+                best = max(best, (float(logp[range(j), h.tokens[:j]].sum()) + float(logp[j, EOS])) / gnmt(j + 1, alpha))
+            if j < len(h.tokens):
+                others = logp[j].clone()
+                others[EOS] = -math.inf
+                if float(others.max() - logp[j, h.tokens[j]]) > TOLERANCE:
+                    return (f"sentence {b + 1}: beam 1 takes token {h.tokens[j]} at step {j + 1}, where the full "
+                            f"forward pass's best is {int(others.argmax())} (log P {float(logp[j, h.tokens[j]]):.4g} "
+                            f"and {float(others.max()):.4g})")  # fmt: skip
+        if h.score < best - TOLERANCE * max(1.0, abs(best)):
+            return f"sentence {b + 1}: beam 1 ends with score {h.score:.6g} where its path has an ending of {best:.6g}"
+    return None
+
+
+def scripted(alpha: float) -> str | None:
+    """The real search over [EOS] at log P -1 or a token and EOS at -0.99 lp(2): §6.1's penalty makes
+    the longer best (no penalty, for alpha >= 0.1, the shorter)."""
+    from aiayn.model.beam import beam_search
+
+    token, long_logp = EOS + 1, -0.99 * gnmt(2, alpha)
+
+    def step(tokens):  # (rows,) last tokens -> (rows, V) log-probabilities of the next
+        logp = torch.full((len(tokens), token + 1), -1e4)
+        first = tokens == BOS
+        logp[first, EOS], logp[first, token] = -1.0, -0.01
+        logp[~first, EOS] = long_logp + 0.01
+        return logp
+
+    hyps = beam_search(step, lambda rows: None, max_steps=[3], beam=2, alpha=alpha, bos=BOS, eos=EOS, nbest=2)[0]
+    got = [(h.tokens, round(h.score, 6)) for h in hyps]
+    want = [([token], round(long_logp / gnmt(2, alpha), 6)), ([], -1.0)]
+    if got != want:
+        return (f"on a scripted step function the search returns {got} where §6.1's length penalty "
+                f"((5 + |Y|) / 6)^{alpha:g} gives {want}")  # fmt: skip
+    return None
+
+
+def decoding(model, src, tgt_in, task: str) -> tuple[Departure | str | None, dict]:
+    """The `decoding` check's first departure (None: none) and what it measured."""
+    setting = paper.DECODE["parsing" if task == "parsing" else "translation"]
+    beam, alpha = setting["beam"], setting["alpha"]
+    model.eval()
+    found = eval_forward(model, src, tgt_in)
+    if found is not None:
+        return found, {}
+    for said in (hypotheses(model, src, beam, alpha), greedy(model, src, alpha), scripted(alpha)):
+        if said:
+            return said, {}
+    return None, {"beam": beam, "alpha": alpha, "sentences": int(src.size(0))}
+
+
+def initialisation(initial: dict, cfg):
+    """Every weight (`initial`: role -> its shape and standard deviation as the trainer drew it)
+    against the spread `init` draws it with, within 10 % and the sampling error."""
+    worst, where = 0.0, ""
+    for role, (shape, std) in initial.items():
+        want = init_std(role, shape, cfg)
+        off = abs(std / want - 1) / (0.1 + 3 / math.sqrt(2 * math.prod(shape))) if want else 0.0
+        if off > worst:
+            worst, where = off, f"{role} has std {std:.4g} where init {cfg.init} draws {want:.4g}"
+    return (where if worst > 1 else None), "every weight drawn with its initialisation's spread", {"worst": worst}

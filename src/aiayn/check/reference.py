@@ -1,0 +1,240 @@
+"""§3's Transformer, §5.4's loss and §5.3's Adam written again from the paper alone, over the
+model's weights read through `Transformer.paper_map`, computed as a `Form` says: the paper's, a
+way it admits, or a known mistake; in training mode over the dropout masks the model drew."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+# the reference's precision: the model's own, float32 (its operations and their order are its own, so
+# its rounding is too: 1e-6 of the model's at usual sizes, against tolerances of 1e-3); float64
+# doubles its memory, 3.4 GB more for the big model (docs/falls-short.md)
+DTYPE = torch.float32
+LN_EPS = 1e-5  # torch's and tensor2tensor's alike: far below the tolerances' effect
+
+
+@dataclass(frozen=True)
+class Form:
+    layout: str = "interleaved"  # or "halves": both §3.5's table
+    origin: int = 0  # the first position's index, in training and decoding alike
+    emb_scale: bool = True  # x sqrt(d_model), §3.4
+    positions: int = 1  # times the encoding is added
+    pos_scaled: bool = False  # the encoding added before the x sqrt(d_model)
+    attn_scale: str = "sqrt_dk"  # "dk", "none", "sqrt_d_model"
+    softmax_dim: int = -1
+    fill: float = -math.inf  # what masked scores are filled with
+    causal: str = "mask"  # "none", "strict" (a position does not see itself)
+    pad_mask: bool = True
+    split: str = "transpose"  # "view": heads split without the transpose
+    merge: str = "transpose"  # "view": heads merged without it
+    w_o: bool = True
+    act: str = "relu"  # "gelu", "none"
+    ffn_bias: bool = True
+    wrap: str = ""  # the sublayer connection: "" the settings' (post-LN, §3.1; pre-LN where set), or a mistake
+    logit_scale: bool = False  # logits x sqrt(d_model)
+    at: int | None = None  # the sublayer of a layer a mistake is at (None: every one)
+
+
+def sinusoids(length: int, d_model: int, layout: str = "interleaved", origin: int = 0) -> torch.Tensor:
+    """§3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...), float64."""
+    pos = torch.arange(origin, origin + length, dtype=torch.float64)[:, None]
+    angle = pos / 10000.0 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    if layout == "halves":
+        return torch.cat([angle.sin(), angle.cos()], 1)
+    return torch.stack([angle.sin(), angle.cos()], 2).reshape(length, d_model)
+
+
+def change(got, want, keep=None, floor: float = 1.0) -> float:
+    """The largest difference of `got` from `want` over the positions `keep` keeps, relative to want's
+    largest magnitude (at least `floor`); inf where `got` is missing, of another shape or not finite."""
+    if got is None or tuple(got.shape) != tuple(want.shape):
+        return math.inf
+    got, want = got.detach().double(), want.detach().double()
+    got, want = (got, want) if keep is None else (got[keep], want[keep])
+    diff = float((got - want).abs().max()) if want.numel() else 0.0
+    scale = max(float(want.abs().max()) if want.numel() else 0.0, floor)
+    if not math.isfinite(diff):
+        return math.inf
+    return diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf)
+
+
+class Reference:
+    """§3's forward pass over `params` (role -> tensor, as `paper_map` names them) with the sizes and
+    deliberate settings of `cfg` (an aiayn.model.hparams.ModelConfig), computed as `form` says;
+    `drops` the masks drawn ({"residual": [...], "attention": [...]}; empty: no dropout)."""
+
+    def __init__(self, params: dict, cfg, form: Form = Form(), drops: dict | None = None, base: Form | None = None):
+        self.p, self.cfg, self.form, self.base = params, cfg, form, base or form
+        self.drops = drops or {"residual": [], "attention": []}
+
+    def f(self, j: int) -> Form:
+        """The form of sublayer j: a mistake `at` another sublayer leaves this one as the base."""
+        return self.form if self.form.at in (None, j) else self.base
+
+    def drop(self, x, kind: str, k: int):
+        masks, p = self.drops[kind], self.cfg.P_drop if kind == "residual" else self.cfg.P_drop_attn
+        return x * masks[k].to(x.dtype) / (1 - p) if masks else x
+
+    def linear(self, name: str, x, bias: bool = True):
+        y = x @ self.p[f"{name}.weight"].T
+        return y + self.p[f"{name}.bias"] if bias and f"{name}.bias" in self.p else y
+
+    def norm(self, name: str, x):
+        """LayerNorm: each position's vector less its mean, over its standard deviation, then gain and bias."""
+        mean = x.mean(-1, keepdim=True)
+        var = (x - mean).square().mean(-1, keepdim=True)
+        return (x - mean) / torch.sqrt(var + LN_EPS) * self.p[f"{name}.weight"] + self.p[f"{name}.bias"]
+
+    def embedding(self, side: str):
+        return self.p["tgt_embed" if side == "tgt" or self.cfg.shared_vocab else "src_embed"]
+
+    def embed(self, side: str, tokens):
+        """§3.4: the embedding times sqrt(d_model); §3.5: plus the positional encoding; §5.4: dropped."""
+        f, d, T = self.form, self.cfg.d_model, tokens.size(1)
+        if self.cfg.positional == "learned":
+            pe = self.p[f"{side}_pos"][f.origin : f.origin + T]
+        else:
+            pe = sinusoids(T, d, f.layout, f.origin).to(DTYPE)
+        scale = math.sqrt(d) if f.emb_scale else 1.0
+        e = self.embedding(side)[tokens]
+        x = (e + pe) * scale if f.pos_scaled else e * scale + f.positions * pe
+        return self.drop(x, "residual", 0 if side == "src" else 1 + 2 * self.cfg.N)
+
+    def keep(self, queries, keys, causal: bool, f: Form):
+        """Which keys each query reads (B, T, S): not padding; in the decoder's self-attention, not after it."""
+        B, T, S = queries.size(0), queries.size(1), keys.size(1)
+        if causal:
+            diagonal = {"mask": 0, "strict": -1, "none": S}[f.causal]
+            return torch.ones(T, S, dtype=torch.bool).tril(diagonal).expand(B, T, S)
+        real = keys != self.cfg.pad_id if f.pad_mask else torch.ones_like(keys, dtype=torch.bool)
+        return real[:, None, :].expand(B, T, S)
+
+    def attention(self, name: str, x, memory, keep, f: Form, k: int):
+        """§3.2: Concat(head_1..head_h) W^O, head_i = softmax(Q_i K_i^T / sqrt(d_k)) V_i over the kept keys."""
+        cfg = self.cfg
+        h, d_k, d_v, B, T, S = cfg.h, cfg.d_k, cfg.d_v, x.size(0), x.size(1), memory.size(1)
+
+        def split(t, L, d):
+            return t.reshape(B, h, L, d) if f.split == "view" else t.view(B, L, h, d).transpose(1, 2)
+
+        q = split(self.linear(f"{name}.W_q", x), T, d_k)  # (B, h, T, d_k)
+        key = split(self.linear(f"{name}.W_k", memory), S, d_k)
+        v = split(self.linear(f"{name}.W_v", memory), S, d_v)
+        scale = {"sqrt_dk": d_k**-0.5, "dk": 1 / d_k, "none": 1.0, "sqrt_d_model": cfg.d_model**-0.5}[f.attn_scale]
+        scores = (q @ key.transpose(-1, -2) * scale).masked_fill(~keep[:, None], f.fill)  # (B, h, T, S)
+        heads = self.drop(scores.softmax(f.softmax_dim), "attention", k) @ v  # (B, h, T, d_v)
+        heads = heads.reshape(B, T, h * d_v) if f.merge == "view" else heads.transpose(1, 2).reshape(B, T, h * d_v)
+        return self.linear(f"{name}.W_o", heads) if f.w_o else heads
+
+    def ffn(self, name: str, x, f: Form):
+        """§3.3: max(0, x W1 + b1) W2 + b2."""
+        act = {"relu": torch.relu, "gelu": F.gelu, "none": lambda t: t}[f.act]
+        return self.linear(f"{name}.W_2", act(self.linear(f"{name}.W_1", x, f.ffn_bias)), f.ffn_bias)
+
+    def sublayer(self, layer: str, j: int, x, fn, k: int):
+        """§3.1 and §5.4: LayerNorm(x + Dropout(Sublayer(x))); x + Dropout(Sublayer(LayerNorm(x))) under pre_norm."""
+        f = self.f(j)
+        pre = self.cfg.pre_norm
+        wrap = f.wrap or ("pre" if pre else "post")
+
+        def n(t):
+            return self.norm(f"{layer}.norm{j}", t)
+
+        def d(t):
+            return self.drop(t, "residual", k)
+
+        forms = {
+            "post": lambda: n(x + d(fn(x))),
+            "pre": lambda: x + d(fn(n(x))),
+            "no_residual": lambda: d(fn(n(x))) if pre else n(d(fn(x))),
+            "no_norm": lambda: x + d(fn(x)),
+            "no_sublayer": lambda: x if pre else n(x),
+            "twice": lambda: 2 * x + d(fn(n(x))) if pre else n(2 * x + d(fn(x))),
+            "drop_after_norm": lambda: d(n(x + fn(x))),
+            "drop_input": lambda: x + d(fn(n(d(x)))) if pre else n(x + fn(d(x))),
+        }
+        return forms[wrap]()
+
+    def encoder_layer(self, i: int, x, src):
+        p = f"encoder.{i}"
+        keep = self.keep(x, src, False, self.f(0))
+        x = self.sublayer(p, 0, x, lambda a: self.attention(f"{p}.self", a, a, keep, self.f(0), i), 1 + 2 * i)
+        return self.sublayer(p, 1, x, lambda a: self.ffn(f"{p}.ffn", a, self.f(1)), 2 + 2 * i)
+
+    def decoder_layer(self, i: int, y, memory, src):
+        p, N = f"decoder.{i}", self.cfg.N
+        k = 2 + 2 * N + 3 * i  # the layer's first residual mask
+        causal = self.keep(y, y, True, self.f(0))
+        y = self.sublayer(p, 0, y, lambda a: self.attention(f"{p}.self", a, a, causal, self.f(0), N + 2 * i), k)
+        cross = self.keep(y, src, False, self.f(1))
+        y = self.sublayer(p, 1, y, lambda a: self.attention(f"{p}.cross", a, memory, cross, self.f(1), N + 2 * i + 1),
+                          k + 1)  # fmt: skip
+        return self.sublayer(p, 2, y, lambda a: self.ffn(f"{p}.ffn", a, self.f(2)), k + 2)
+
+    def memory(self, x):
+        return self.norm("encoder_norm", x) if self.cfg.pre_norm else x
+
+    def project(self, y):
+        """§3.4: the pre-softmax linear transformation is the (target) embedding matrix."""
+        y = self.norm("decoder_norm", y) if self.cfg.pre_norm else y
+        logits = y @ self.embedding("tgt").T
+        return logits * math.sqrt(self.cfg.d_model) if self.form.logit_scale else logits
+
+    def forward(self, src, tgt_in):
+        """§3's logits from the tokens."""
+        x, y = self.embed("src", src), self.embed("tgt", tgt_in)
+        for i in range(self.cfg.N):
+            x = self.encoder_layer(i, x, src)
+        memory = self.memory(x)
+        for i in range(self.cfg.N):
+            y = self.decoder_layer(i, y, memory, src)
+        return self.project(y)
+
+
+def admitted_forms(cfg) -> list[Form]:
+    """The forms the paper admits: the sinusoids' two layouts and positions counted from 0 or 1."""
+    layouts = ["interleaved"] if cfg.positional == "learned" else ["interleaved", "halves"]
+    return [Form(layout=layout, origin=origin) for origin in (0, 1) for layout in layouts]
+
+
+def closest_form(params: dict, cfg, seen) -> Form:
+    """The admitted form whose embeddings are closest to those the model fed its first layers."""
+
+    def distance(form):
+        ref = Reference(params, cfg, form, seen.masks)
+        return change(seen.enc_in[0], ref.embed("src", seen.src).detach()) + change(
+            seen.dec_in[0], ref.embed("tgt", seen.tgt_in).detach()
+        )
+
+    return min(admitted_forms(cfg), key=distance)
+
+
+def smoothed_target(targets, V: int, eps_ls: float, pad: int, form: str = "paper"):
+    """§5.4's target per position (B, T, V), 0 at padding: 1 - eps_ls on the reference token and
+    eps_ls / (V - 1) on each other (the paper's code's), or a known mistake's `form` (mistakes.LOSS)."""
+    eps = 0.0 if form == "lost" else eps_ls
+    other = {"torch": eps / V, "undivided": eps}.get(form, eps / max(V - 1, 1))
+    on = 1 - eps + (eps / V if form == "torch" else 0.0)
+    q = torch.full((*targets.shape, V), other, dtype=torch.float64)
+    q.scatter_(-1, targets.clamp(min=0).unsqueeze(-1), on)
+    return q if form == "padding" else q * (targets != pad).unsqueeze(-1)
+
+
+def adam_step(before, grads: list, lrs: list[float], betas, eps: float, bias_correction: bool = True):
+    """Adam (Kingma & Ba, §5.3's optimizer) of the tensor `before` after the updates of `grads` (the
+    last the update being made) at rates `lrs`: the tensor after the last one, float64."""
+    (b1, b2), t = betas, len(grads)
+    m = v = torch.zeros_like(before, dtype=torch.float64)
+    for g in grads:
+        m, v = b1 * m + (1 - b1) * g.double(), b2 * v + (1 - b2) * g.double().square()
+    c1, c2 = (1 - b1**t, 1 - b2**t) if bias_correction else (1.0, 1.0)
+    return before.double() - lrs[-1] * (m / c1) / ((v / c2).sqrt() + eps)
+
+
+def paper_rate(step: int, d_model: int, warmup_steps: int, scale: float = 1.0) -> float:
+    """§5.3: lrate = d_model^-0.5 · min(step_num^-0.5, step_num · warmup_steps^-1.5), times `scale`."""
+    return scale * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)

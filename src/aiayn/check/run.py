@@ -1,0 +1,176 @@
+"""A few real updates of the experiment's own Trainer on a sample of its data (CPU, fp32, eager),
+kept by hooks that only read: every dropout mask drawn, each forward pass and each update."""
+
+from __future__ import annotations
+
+import copy
+import gc
+import math
+import tempfile
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
+from aiayn.data.binary import Corpus
+
+DROPOUTS = {F.dropout, torch.dropout}
+
+
+def _arg(args, kwargs, i, names, default):
+    return args[i] if len(args) > i else next((kwargs[n] for n in names if n in kwargs), default)
+
+
+class Draws(TorchFunctionMode):
+    """Kept masks of every dropout drawn under it: 4-D ones (attention weights) apart from the others."""
+
+    def __init__(self):
+        super().__init__()
+        self.masks: dict = {"residual": [], "attention": []}
+
+    def keep(self, shape, p: float, device):
+        keep = torch.rand(shape, device=device) >= p
+        self.masks["attention" if len(shape) == 4 else "residual"].append(keep)
+        return keep
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in DROPOUTS:
+            x, p = args[0], _arg(args, kwargs, 1, ("p",), 0.5)
+            if p == 0 or not _arg(args, kwargs, 2, ("training", "train"), True):
+                return x
+            return x * self.keep(x.shape, p, x.device) / (1 - p)
+        if func is F.scaled_dot_product_attention and _arg(args, kwargs, 4, ("dropout_p",), 0.0) > 0:
+            q, k, v = args[:3]
+            mask, causal = _arg(args, kwargs, 3, ("attn_mask",), None), _arg(args, kwargs, 5, ("is_causal",), False)
+            scale = _arg(args, kwargs, 6, ("scale",), None) or q.size(-1) ** -0.5
+            scores = q @ k.transpose(-1, -2) * scale  # (B, h, T, S)
+            if causal:
+                scores = scores.masked_fill(torch.ones(scores.shape[-2:], dtype=torch.bool).triu(1), -math.inf)
+            if mask is not None:
+                scores = scores.masked_fill(~mask, -math.inf) if mask.dtype == torch.bool else scores + mask
+            weights, p = scores.softmax(-1), args[4] if len(args) > 4 else kwargs["dropout_p"]
+            return weights * self.keep(weights.shape, p, q.device) / (1 - p) @ v
+        return func(*args, **kwargs)
+
+
+@dataclass
+class Seen:
+    """One forward pass as the model ran it: its inputs and masks, each layer's inputs and output, the
+    logits and the gradient the loss gave them."""
+
+    src: torch.Tensor
+    tgt_in: torch.Tensor
+    masks: dict
+    logits: torch.Tensor | None = None
+    logit_grad: torch.Tensor | None = None
+    enc_in: list = field(default_factory=list)
+    enc_out: list = field(default_factory=list)
+    dec_in: list = field(default_factory=list)
+    dec_mem: list = field(default_factory=list)
+    dec_out: list = field(default_factory=list)
+
+
+def watch(model, draws: Draws) -> tuple[list[Seen], list]:
+    """Hooks that keep each forward pass of `model` (a list of Seen, appended to) and their handles."""
+    seen: list[Seen] = []
+    _, layers = model.paper_map()
+
+    def begin(module, args):
+        draws.masks = {"residual": [], "attention": []}
+        seen.append(Seen(args[0].detach().clone(), args[1].detach().clone(), draws.masks))
+
+    def end(module, args, out):
+        s = seen[-1]
+        s.logits = out.detach().clone()
+        if out.requires_grad:
+            out.register_hook(lambda g: setattr(s, "logit_grad", g.detach().clone()))
+
+    def enter(names):
+        def hook(module, args):  # returns None: the arguments stay as they are
+            for name, a in zip(names, args):
+                getattr(seen[-1], name).append(a.detach())
+
+        return hook
+
+    hooks = [model.register_forward_pre_hook(begin), model.register_forward_hook(end)]
+    for stack, ins in (("encoder", ("enc_in",)), ("decoder", ("dec_in", "dec_mem"))):
+        outs = "enc_out" if stack == "encoder" else "dec_out"
+        for layer in layers[stack]:
+            hooks.append(layer.register_forward_pre_hook(enter(ins)))
+            hooks.append(
+                layer.register_forward_hook(lambda m, a, out, _o=outs: getattr(seen[-1], _o).append(out.detach()))
+            )
+    return seen, hooks
+
+
+@dataclass
+class Update:
+    """One update of the trainer: its forward passes, the plan's pairs of each micro-batch, the
+    parameters (by role) before and after, the gradients stepped on and the rate applied."""
+
+    step: int
+    seen: list[Seen]
+    plan: list[np.ndarray]
+    before: dict
+    after: dict
+    grads: dict
+    lr: float
+    micro_batches: int
+
+
+def run_settings(settings: dict, corpus: Corpus, micro_batches: int) -> dict:
+    """The experiment's settings as the check's run takes them: fp32, no compile, no prefetch, and a
+    token budget that cuts `corpus` into about `micro_batches` micro-batches an epoch, 2 to an update."""
+    longest = int(max(corpus.src_lengths.max(), corpus.tgt_lengths.max())) + 1
+    total = int(max(corpus.src_lengths.sum(), corpus.tgt_lengths.sum())) + len(corpus)
+    budget = max(longest, math.ceil(total / micro_batches))
+    out = copy.deepcopy(settings)
+    out["train"].update(precision="fp32", compile=False, prefetch=0, tokens_per_update=2 * budget, max_tokens=budget)
+    return out
+
+
+def trainer_run(settings: dict, corpus: Corpus, updates: int, on_update, micro_batches: int = 6):
+    """Make `updates` updates of the experiment's Trainer over `corpus`; after each, `on_update(Update)`,
+    which returns None to go on. Returns the trainer's batcher and model (its optimizer let go)."""
+    from aiayn.training.distributed import Env
+    from aiayn.training.train import RunFiles, Trainer
+
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch)
+        files = RunFiles(folder, folder / "last.pt", folder / "metrics.jsonl", None)
+        trainer = Trainer(run_settings(settings, corpus, micro_batches), corpus, None, files, Env(), log=lambda m: None)
+        roles, _ = trainer.model.paper_map()
+        draws = Draws()
+        seen, hooks = watch(trainer.model, draws)
+        kept: dict = {}
+
+        def before(optimizer, args, kwargs):
+            kept["before"] = {n: p.detach().clone() for n, p in roles.items()}
+            kept["lr"] = optimizer.param_groups[0]["lr"]
+
+        hooks.append(trainer.optimizer.register_step_pre_hook(before))
+        try:
+            for step in range(1, updates + 1):
+                seen.clear()
+                with draws, warnings.catch_warnings():  # the check says what it sees in its own lines
+                    warnings.simplefilter("ignore")
+                    trainer.update()
+                # the live tensors: read before the next update (the history keeps its own copies)
+                grads = {n: p.grad.detach() if p.grad is not None else torch.zeros_like(p) for n, p in roles.items()}
+                after = {n: p.detach() for n, p in roles.items()}
+                update = Update(step, list(seen), trainer.batcher.update(step), kept.pop("before"), after, grads,
+                                kept.pop("lr"), trainer.accumulation)  # fmt: skip
+                if on_update(update, trainer) is not None:
+                    break
+            return trainer.batcher, trainer.model
+        finally:
+            for h in hooks:
+                h.remove()
+            trainer.prefetcher.close()
+            del trainer
+            gc.collect()

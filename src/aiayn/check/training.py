@@ -1,0 +1,219 @@
+"""The `training` invariant: each update of the trainer equals the paper's from the same parameters
+(the logits in training mode, the loss's gradient up to one scale, the parameters' gradients, the
+optimizer's step), and the first update, quantity and place that differ are named."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from aiayn.check.data import read_rows, trimmed
+from aiayn.check.mistakes import LOSS, OPTIMIZER, TOLERANCE, Departure, locate
+from aiayn.check.reference import DTYPE, Reference, adam_step, change, closest_form, paper_rate, smoothed_target
+from aiayn.data.binary import EOS, PAD
+
+UPDATES = 3
+STEP_TOLERANCE = 1e-3  # the step's largest difference from Adam's, over the rate or the step (beyond fp32 rounding)
+# the parameters' gradients, each tensor's difference in norm over its norm: a ReLU input within fp32's
+# rounding of 0 is cut on one side and not the other, so a hidden unit's gradient at one position may be
+# in one and not the other (up to 0.06 on the toy model; a smaller share at larger sizes)
+GRADIENT_TOLERANCE = 0.1
+PROBE = 1 << 16  # elements of each tensor the optimizer's step is compared on
+
+
+class Training:
+    """What the check's run showed: `on_update` reads each update (data, then training)."""
+
+    def __init__(self, settings: dict, corpus, cfg):
+        self.tr, self.corpus, self.cfg = settings["train"], corpus, cfg
+        self.history: list[dict] = []  # the trainer's gradients of the updates so far
+        self.form, self.departure, self.initial = None, None, {}
+        self.data_wrong: list[str] = []
+        self.figures = {"logits": 0.0, "loss": 0.0, "gradients": 0.0, "step": 0.0}
+        self.rows, self.lrs, self.updates = 0, [], 0  # rows read; each update's rate, as the trainer applies it
+
+    def on_update(self, up, trainer):
+        """One update of the check's run: "data" or "training" where it departs (the run then stops)."""
+        self.lrs.append(up.lr)
+        self.updates = up.step
+        if up.step == 1:  # the weights as the trainer drew them: each tensor's shape and spread
+            self.initial = {n: (tuple(t.shape), float(t.double().std())) for n, t in up.before.items()}
+        for m, (seen, pairs) in enumerate(zip(up.seen, up.plan)):
+            found, wrong = read_rows(self.corpus, pairs, seen)
+            self.rows += len(found)
+            self.data_wrong += [f"update {up.step}, micro-batch {m + 1}: {w}" for w in wrong[:1]]
+        if len(up.seen) != len(up.plan):
+            self.data_wrong.append(f"update {up.step}: {len(up.seen)} forward passes, {len(up.plan)} planned")
+        stop = "data" if self.data_wrong else None
+        if stop is None:
+            try:
+                self.departure = (parameters(trainer.model) if up.step == 1 else None) or self.compare(up, trainer)
+            except (KeyError, RuntimeError) as missing:  # the model's map gives no matrix, or one of another shape
+                self.departure = Departure("the parameters", "the model", seen=f"its map (paper_map) does not give "
+                                           f"§3's matrices ({missing})")  # fmt: skip
+            stop = "training" if self.departure is not None else None
+        if stop is not None or up.step == UPDATES:  # the trainer's rate to 2 x warmup_steps
+            for _ in range(len(self.lrs), 2 * self.tr["warmup_steps"]):
+                self.lrs.append(trainer.optimizer.param_groups[0]["lr"])
+                trainer.scheduler.step()
+        if self.departure is not None:
+            self.departure.update = up.step
+        return stop
+
+    def compare(self, up, trainer) -> Departure | None:
+        cfg, tr = self.cfg, self.tr
+        params = {n: t.to(DTYPE).requires_grad_(True) for n, t in up.before.items()}  # the snapshot itself
+        tokens = sum(int((s.tgt_in != PAD).sum()) for s in up.seen)
+        got, want, targets = [], [], []
+        for m, seen in enumerate(up.seen):
+            said = masks_said(seen, cfg)
+            if said:
+                return Departure("the dropout (training mode)", f"micro-batch {m + 1}", seen=said)
+            self.form = self.form or closest_form(params, cfg, seen)
+            logits = Reference(params, cfg, self.form, seen.masks).forward(seen.src, seen.tgt_in)
+            amount = change(seen.logits, logits, seen.tgt_in != PAD)
+            self.figures["logits"] = max(self.figures["logits"], amount)
+            if amount > TOLERANCE:
+                found = locate(seen, {n: p.detach() for n, p in params.items()}, cfg, self.form, seen.masks)
+                found = found or Departure("the forward pass", "the logits", amount)
+                found.quantity, found.where = "the logits (training mode)", f"micro-batch {m + 1}, {found.where}"
+                return found
+            width = seen.tgt_in.size(1)  # the targets: the pair's target + EOS (the data check read the input)
+            target = torch.tensor([d[1:] + [EOS] + [PAD] * (width - len(d)) for d in trimmed(seen.tgt_in)])
+            q = smoothed_target(target, cfg.tgt_vocab, tr["eps_ls"], PAD)
+            (-(q * logits.log_softmax(-1)).sum() / tokens).backward()
+            got.append(seen.logit_grad if seen.logit_grad is not None else torch.zeros_like(seen.logits))
+            want.append((seen.logits.double().softmax(-1) * q.sum(-1, keepdim=True) - q) / tokens)
+            targets.append(target)
+        found, scale = loss(up, got, want, targets, self)
+        found = found or gradients(up, params, scale, self)
+        for p in params.values():  # the reference's gradients, before the optimizer's step is read
+            p.grad = None
+            p.requires_grad_(False)
+        return found or step(up, self)
+
+
+def parameters(model) -> Departure | None:
+    """The model has no parameter §3 does not have (a final norm under post-LN, an untied projection):
+    every one is in its map (a matrix of §3 missing from the map stops the reference by its name)."""
+    ids = {id(t) for t in model.paper_map()[0].values()}
+    extra = [n for n, p in model.named_parameters() if id(p) not in ids]
+    return extra and Departure(
+        "the parameters", "the model", seen=f"parameters §3 does not have: {', '.join(extra[:3])}"
+    )
+
+
+def masks_said(seen, cfg) -> str | None:
+    """Whether the model drew §5.4's dropout masks, as many as the paper has places."""
+    want = {"residual": (2 + 5 * cfg.N) * (cfg.P_drop > 0), "attention": 3 * cfg.N * (cfg.P_drop_attn > 0)}
+    got = {k: len(v) for k, v in seen.masks.items()}
+    if got == want and all(m.size(-1) == cfg.d_model for m in seen.masks["residual"]):
+        return None
+    return (
+        f"the model drew {got['residual']} dropout masks on the residual stream and {got['attention']} on attention "
+        f"weights in a forward pass, where §5.4 places {want['residual']} (each sublayer's output before its "
+        f"residual add, the sums of embeddings and positions) and {want['attention']}"
+    )
+
+
+def fit(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float]:
+    """The scale c that brings `want` closest to `got`, and how far c want is from it."""
+    c = float(got @ want / (want @ want)) if float(want @ want) > 0 else 0.0
+    return c, change(got, c * want, floor=0.0) if c > 0 else math.inf
+
+
+def loss(up, got, want, targets, t: Training) -> tuple[Departure | None, float]:
+    """The gradient the loss gave the logits against §5.4's, up to one scale (returned)."""
+    got = torch.cat([g.flatten() for g in got]).double()
+    scale, amount = fit(got, torch.cat([w.flatten() for w in want]))
+    t.figures["loss"] = max(t.figures["loss"], amount)
+    if amount <= TOLERANCE:
+        return None, scale
+    causes = []
+    for said, form in LOSS:
+        qs = [smoothed_target(target, t.cfg.tgt_vocab, t.tr["eps_ls"], PAD, form) for target in targets]
+        alt = torch.cat([(s.logits.double().softmax(-1) * q.sum(-1, keepdim=True) - q).flatten() for s, q in
+                         zip(up.seen, qs)])  # fmt: skip
+        causes += [said] if fit(got, alt)[1] <= TOLERANCE else []
+    return Departure("the gradient the loss gives the logits", "the update's target tokens", amount, causes), scale
+
+
+def gradients(up, params, scale: float, t: Training) -> Departure | None:
+    """The parameters' gradients against the reference's backward pass (x the loss's scale, clipped),
+    a tensor at a time (the big model's gradients are 0.85 GB)."""
+    shared, clip = t.cfg.shared_vocab, t.tr["clip_norm"]
+
+    def ref(n):  # under a shared vocabulary the source embedding is the target's tensor
+        g = params["tgt_embed" if n == "src_embed" and shared else n].grad
+        return scale * g if g is not None else torch.zeros_like(params[n])
+
+    norms = {n: float(ref(n).norm()) for n in params}
+    if clip > 0:
+        total = math.sqrt(sum(v * v for n, v in norms.items() if not (shared and n == "src_embed")))
+        scale *= min(1.0, clip / (total + 1e-6))
+        norms = {n: float(ref(n).norm()) for n in params}
+    floor = 1e-4 * max(norms.values())  # a tensor whose gradient is 0 holds rounding alone
+    errors = {n: apart(up.grads[n], ref(n), floor) for n in params}
+    worst = max(errors, key=errors.get)
+    t.figures["gradients"] = max(t.figures["gradients"], errors[worst])
+    if errors[worst] <= GRADIENT_TOLERANCE:
+        return None
+    causes = []
+    if t.history and all(apart(sampled(up.grads[n]), sampled(ref(n)) + t.history[-1][n], floor) <= GRADIENT_TOLERANCE
+                         for n in params):  # fmt: skip
+        causes.append("gradients not zeroed between updates: each update steps on the sum of its own and the last")
+    none = [n for n in params if float(up.grads[n].abs().max()) == 0 and norms[n] > floor]
+    seen = f"no gradient reaches {', '.join(none[:3])}{' ...' if len(none) > 3 else ''} (the graph cut before them: " \
+        "a .detach(), torch.no_grad() or .data, a layer left out of the forward)" if none else ""  # fmt: skip
+    return Departure("the gradient of the parameters", worst, errors[worst], causes, seen)
+
+
+def sampled(t: torch.Tensor) -> torch.Tensor:
+    """PROBE of the tensor's elements, spread through it at one stride (all of a smaller one), float64."""
+    flat = t.detach().reshape(-1)
+    return flat[:: math.ceil(flat.numel() / PROBE)].double()
+
+
+def step(up, t: Training) -> Departure | None:
+    """The optimizer's step against Adam's over the trainer's own gradients, at §5.3's rate, on
+    PROBE elements of each tensor (the big model's 213M, a tensor at a time, took 22 s an update)."""
+    tr = t.tr
+    now = {n: (sampled(up.before[n]), sampled(up.after[n])) for n in up.before}
+    history = [*t.history, {n: sampled(g) for n, g in up.grads.items()}]
+    lrs = [paper_rate(s, t.cfg.d_model, tr["warmup_steps"], tr["lr_scale"]) for s in range(1, up.step + 1)]
+    paper = {"betas": (tr["adam_beta1"], tr["adam_beta2"]), "eps": tr["adam_eps"]}
+    amount, worst = off_step(now, history, lrs, paper)
+    t.figures["step"] = max(t.figures["step"], amount)
+    if amount <= STEP_TOLERANCE:
+        t.history = history
+        return None
+    causes = [
+        said for said, kw in OPTIMIZER if off_step(now, history, lrs, {**paper, **kw(paper)})[0] <= STEP_TOLERANCE
+    ]
+    moved = torch.cat([b - a for b, a in now.values()])  # the rate the step was taken at, fitted
+    rate, _ = fit(moved, torch.cat([b - adam_step(b, [g[n] for g in history], [*lrs[:-1], 1.0], **paper)
+                                    for n, (b, _) in now.items()]))  # fmt: skip
+    left = off_step(now, history, [*lrs[:-1], rate], paper)[0] if rate > 0 else math.inf
+    seen = "" if causes or left > 0.05 else f"the parameters moved as Adam's step at the rate {rate:.4g}, where " \
+        f"§5.3 gives {lrs[-1]:.4g} (x {rate / lrs[-1]:.3g})"  # fmt: skip
+    return Departure("the optimizer's step (over the rate)", worst, amount, causes, seen)
+
+
+def apart(got, want, floor: float) -> float:
+    """||got - want|| over ||want|| (at least `floor`)."""
+    got, want = got.double(), want.double()
+    return float((got - want).norm()) / max(float(want.norm()), floor) if torch.isfinite(got).all() else math.inf
+
+
+def off_step(now: dict, history: list[dict], lrs: list[float], adam: dict) -> tuple[float, str]:
+    """The step's largest difference from Adam's (`adam`), over the rate or the step where larger,
+    beyond the fp32 rounding of the parameters before and after (`now`: name -> both), and where."""
+    worst, where = 0.0, ""
+    for n, (before, after) in now.items():
+        want = adam_step(before, [g[n] for g in history], lrs, **adam)
+        rounding = (before.abs() + after.abs()) * torch.finfo(torch.float32).eps
+        off = float((((after - want).abs() - rounding).clamp(min=0) / (before - want).abs().clamp(min=lrs[-1])).max())
+        if not math.isfinite(off) or off > worst:
+            worst, where = (math.inf if not math.isfinite(off) else off), n
+    return worst, where
