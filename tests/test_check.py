@@ -163,6 +163,17 @@ BUGS = {
         "min(step**-0.6, step * warmup_steps**-1.6)", ["moved as Adam's step at the rate"]),
     "sinusoids of base 1000": (T, "torch.pow(10000.0,", "torch.pow(1000.0,",
         ["the source embedding", "none of the known mistakes reproduces it"]),
+    "beam search's cache not reordered": ("model/beam_state.py",
+        "        self.k = [k.index_select(0, index) for k in self.k]\n        self.v = [v.index_select(0, index) for v in self.v]\n",
+        "", ["check decoding failed", "where the full forward pass gives its tokens"]),
+    "a beam reordered by its rank, not its hypothesis": ("model/beam.py", "* k + alive_beam)[keep]", "* k + pick)[keep]",
+        ["check decoding failed", "where the full forward pass gives its tokens"]),
+    "the loss summed, not averaged over the update's targets": (TRAIN, "loss * (self.env.world_size / tgt_tokens)",
+        "loss * self.env.world_size", ["its scale: the update's loss is"]),
+    "the last micro-batch of each epoch left out": (BATCH, "    batches = np.split(order, cuts)\n",
+        "    batches = np.split(order, cuts)[:-1]\n", ["check data failed", "leaves out"]),
+    "attention dropout on the attention's output": (T, "out = self.kernel(q, k, v, mask, causal, p)  # (B, h, T, d_v)",
+        "out = F.dropout(self.kernel(q, k, v, mask, causal, 0.0), p)  # (B, h, T, d_v)", ["the dropout (training mode)"]),
     "embeddings drawn N(0, 1)": (T, "nn.init.normal_(p, mean=0.0, std=cfg.d_model**-0.5)", "nn.init.normal_(p, mean=0.0, std=1.0)",
         ["check initialisation failed", "src_embed has std"]),
 }  # fmt: skip
@@ -199,7 +210,7 @@ HARMLESS = {
 def test_a_bug_written_into_the_source_stops_the_experiment_with_one_line(bug, experiment, monkeypatch):
     file, old, new, said = BUGS[bug]
     edited(monkeypatch, file, old, new)
-    line = check(experiment)
+    line = check(experiment, **({"model": {"P_drop_attn": 0.1}} if "attention dropout" in bug else {}))
     assert line.startswith("experiment toy: check ") and all(s in line for s in said), line
 
 

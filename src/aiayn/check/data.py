@@ -131,7 +131,7 @@ def full_plan(settings: dict, corpus) -> tuple[list[str], str]:
     batcher = Batcher(corpus, budget=budget, seed=tr["seed"], per_update=accumulation, max_padded=tr["max_tokens"])
     wrong = [f"at the experiment's budget, {c}" for c in [coverage(batcher)] if c]
     longest = int(np.argmax(batcher.src_len + batcher.tgt_len))
-    for indices in batcher.update(1) + [next(b for b in batcher.epoch(0) if longest in b)]:
+    for indices in batcher.update(1) + [b for b in batcher.epoch(0) if longest in b][:1]:
         batch = collate(corpus, indices, pin=False)
         for got, want in zip((batch.src, batch.tgt_in, batch.tgt_out), paper_batch(corpus, indices)):
             if got.shape != want.shape or not torch.equal(got, want):

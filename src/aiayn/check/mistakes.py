@@ -4,6 +4,7 @@ whose reproduction matches it there; none matching, only where and by how much."
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import dataclass, field, replace
 
 from aiayn.check.reference import DTYPE, Form, Reference, change, sinusoids
@@ -57,6 +58,7 @@ OPTIMIZER = [  # (the mistake, the Adam it is, from the paper's: {"betas": ..., 
     ("Adam's beta1 and beta2 swapped", lambda adam: {"betas": adam["betas"][::-1]}),
     ("Adam without its bias correction", lambda adam: {"bias_correction": False}),
     ("Adam's eps at torch's default, 1e-8, not the setting", lambda adam: {"eps": 1e-8}),
+    ("Adam's betas at torch's default, (0.9, 0.999), not the settings'", lambda adam: {"betas": (0.9, 0.999)}),
 ]
 SUBLAYERS = {"encoder": ["self-attention", "feed-forward network"],
              "decoder": ["self-attention", "encoder-decoder attention", "feed-forward network"]}  # fmt: skip
@@ -86,6 +88,18 @@ class Departure:
         if self.causes:
             return f"{text}; it is what {' or '.join(self.causes)} computes"
         return text if self.seen else text + "; none of the known mistakes reproduces it"
+
+
+def failed(error: Exception) -> str:
+    """What an error raised while the check ran says: where in the experiment's code, or, raised in the
+    reference, that the model's map (paper_map) does not give §3's matrices as the reference reads them."""
+    if isinstance(error, (MemoryError, OSError)) or type(error).__name__ == "UserError":
+        raise error  # the commands' error boundary says these
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if "/aiayn/" in f.filename.replace("\\", "/")]
+    where = f"{frames[-1].filename.replace(chr(92), '/').split('/aiayn/')[-1]}:{frames[-1].lineno}" if frames else "?"
+    if where.startswith("check/"):
+        return f"the reference cannot read the model through its map (paper_map): {type(error).__name__}: {error}"
+    return f"the experiment's code raised {type(error).__name__} at {where}: {error}"
 
 
 def layer_mistakes(stack: str, layer: str, pre_norm: bool):
