@@ -75,9 +75,9 @@ def edited(monkeypatch, file: str, old: str, new: str) -> None:
      {"model": {"h": 1, "d_k": 32, "d_v": 32}}, {"model": {"d_model": 64, "h": 8, "d_k": 4, "d_v": 16}},
      {"model": {"P_drop_attn": 0.2}}, {"model": {"P_drop": 0.0}}, {"train": {"clip_norm": 0.5}},
      {"train": {"eps_ls": 0.0}}, {"train": {"eps_ls": 0.999}}, {"train": {"adam_beta2": 0.0, "adam_beta1": 0.0}},
-     {"train": {"lr_scale": 100.0}}, {"model": {"P_drop": 0.99}}],
+     {"train": {"lr_scale": 100.0}}, {"model": {"P_drop": 0.99}}, {"train": {"lr_scale": 1e12}}],
     ids=["base", "fairseq", "pre_norm", "learned", "one_head", "small_dk", "attention_dropout", "no_dropout", "clip",
-         "no_smoothing", "smoothing_0.999", "betas_0", "lr_x100", "P_drop_0.99"],
+         "no_smoothing", "smoothing_0.999", "betas_0", "lr_x100", "P_drop_0.99", "lr_x1e12_not_finite"],
 )  # fmt: skip
 def test_every_check_passes_on_the_code_as_it_is(experiment, changes):
     """A setting the schema admits is the setting, not a bug: the reference takes it."""

@@ -60,8 +60,10 @@ class Run:
             self.batcher, self.model = trainer_run(settings, self.small, UPDATES, self.training.on_update)
         except Exception as error:  # the trainer's own code fails: said, and its model decoded all the same
             self.training.departure = Departure("the run", "the trainer's update", seen=failed(error))
+            self.batcher, self.model = None, None
+        if self.model is None or self.training.nonfinite:  # decoded as drawn, not as a rate too high left it
             torch.manual_seed(settings["train"]["seed"])
-            self.batcher, self.model = None, build(self.cfg)
+            self.model = build(self.cfg)
         gc.collect()
 
 
@@ -78,7 +80,9 @@ def training(run: Run):
     t, f = run.training, run.training.figures
     if t.data_wrong:
         return "not measured: the trainer's data departs from the corpus first (check data)", "", {}
-    figure = f"{UPDATES} updates of the trainer (2 micro-batches each, training mode) are the paper's: logits within " \
+    compared = f"{t.nonfinite - 1} updates (the loss is not finite from update {t.nonfinite}, where the trainer " \
+        "stops itself: a rate too high)" if t.nonfinite else f"{UPDATES} updates"  # fmt: skip
+    figure = f"{compared} of the trainer (2 micro-batches each, training mode) are the paper's: logits within " \
         f"{f['logits']:.2g}, their gradient {f['loss']:.2g}, the parameters' {f['gradients']:.2g}, the step " \
         f"{f['step']:.2g} of the rate"  # fmt: skip
     form = {"layout": t.form.layout, "origin": t.form.origin} if t.form else None

@@ -32,6 +32,7 @@ class Training:
         self.data_wrong: list[str] = []
         self.figures = {"logits": 0.0, "loss": 0.0, "gradients": 0.0, "step": 0.0}
         self.rows, self.lrs, self.updates = 0, [], 0  # rows read; each update's rate, as the trainer applies it
+        self.nonfinite = 0  # the update whose loss was not finite (a rate too high: the trainer stops on it too)
 
     def on_update(self, up, trainer):
         """One update of the check's run: "data" or "training" where it departs (the run then stops)."""
@@ -39,13 +40,19 @@ class Training:
         self.updates = up.step
         if up.step == 1:  # the weights as the trainer drew them: each tensor's shape and spread
             self.initial = {n: (tuple(t.shape), float(t.double().std())) for n, t in up.before.items()}
+        tensors = [s.logits for s in up.seen] + list(up.grads.values())
+        if not all(bool(torch.isfinite(t).all()) for t in tensors):  # the trainer's own watch stops there
+            if up.step == 1:  # from the weights as drawn: the code's, not the rate's
+                self.departure = Departure("the logits and gradients", "the weights as drawn", seen="not finite")
+            self.nonfinite = up.step
+            up.seen = []
         for m, (seen, pairs) in enumerate(zip(up.seen, up.plan)):
             found, wrong = read_rows(self.corpus, pairs, seen)
             self.rows += len(found)
             self.data_wrong += [f"update {up.step}, micro-batch {m + 1}: {w}" for w in wrong[:1]]
-        if len(up.seen) != len(up.plan):
+        if len(up.seen) != len(up.plan) and not self.nonfinite:
             self.data_wrong.append(f"update {up.step}: {len(up.seen)} forward passes, {len(up.plan)} planned")
-        stop = "data" if self.data_wrong else None
+        stop = "data" if self.data_wrong else "not finite" if self.nonfinite else None
         if stop is None:
             try:
                 self.departure = (parameters(trainer.model) if up.step == 1 else None) or self.compare(up, trainer)
