@@ -21,7 +21,6 @@ from aiayn.data import binary
 from aiayn.data.binary import Corpus
 from aiayn.errors import UserError
 from aiayn.io import writable
-from aiayn.model.hparams import ModelConfig
 from aiayn.model.transformer import build
 from aiayn.runtime import records
 from aiayn.study import resolve
@@ -44,16 +43,9 @@ class Run:
     """What the checks read: the experiment's trainer run on a sample of its data, and its model."""
 
     def __init__(self, settings: dict, train: Corpus):
-        from aiayn.training.train import check_positions
+        from aiayn.training.train import model_config
 
-        self.settings, self.train, meta = settings, train, train.header["meta"]
-        self.cfg = ModelConfig.from_settings(
-            settings["model"],
-            src_vocab=meta["src_vocab"],
-            tgt_vocab=meta["tgt_vocab"],
-            shared_vocab=settings["vocab"]["shared"],
-        )
-        check_positions(self.cfg, train, settings["name"])
+        self.settings, self.train, self.cfg = settings, train, model_config(settings, train)
         self.small = train.subset(sample(train))
         self.training = Training(settings, self.small, self.cfg)
         try:

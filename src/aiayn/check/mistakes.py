@@ -8,6 +8,7 @@ import traceback
 from dataclasses import dataclass, field, replace
 
 from aiayn.check.reference import DTYPE, Form, Reference, change, sinusoids
+from aiayn.errors import UserError
 
 TOLERANCE = 1e-3  # a part's largest difference from the reference, relative to its largest magnitude
 MATCH = 1e-2  # how close a mistake's reproduction must come to what the model did to be named
@@ -93,7 +94,7 @@ class Departure:
 def failed(error: Exception) -> str:
     """What an error raised while the check ran says: where in the experiment's code, or, raised in the
     reference, that the model's map (paper_map) does not give §3's matrices as the reference reads them."""
-    if isinstance(error, (MemoryError, OSError)) or type(error).__name__ == "UserError":
+    if isinstance(error, (MemoryError, OSError, UserError)):
         raise error  # the commands' error boundary says these
     frames = [f for f in traceback.extract_tb(error.__traceback__) if "/aiayn/" in f.filename.replace("\\", "/")]
     where = f"{frames[-1].filename.replace(chr(92), '/').split('/aiayn/')[-1]}:{frames[-1].lineno}" if frames else "?"

@@ -62,16 +62,9 @@ class Trainer:
     def __init__(self, settings: dict, train: Corpus, dev: Corpus | None, files: RunFiles, env: Env, log=print):
         self.settings, self.tr = settings, settings["train"]
         self.train_data, self.dev_data, self.files, self.env, self.log = train, dev, files, env, log
-        meta = train.header["meta"]
         self.vocab_id = train.vocabularies
         self.identity = resume.identity(settings, self.vocab_id, train.identity)
-        self.model_cfg = ModelConfig.from_settings(
-            settings["model"],
-            src_vocab=meta["src_vocab"],
-            tgt_vocab=meta["tgt_vocab"],
-            shared_vocab=settings["vocab"]["shared"],
-        )
-        check_positions(self.model_cfg, train, settings["name"])
+        self.model_cfg = model_config(settings, train)
         torch.manual_seed(self.tr["seed"])
         self.model = build(self.model_cfg, env.device)
         self.params = count_parameters(self.model)
@@ -296,6 +289,20 @@ def _updates(trainer: Trainer, stop, max_updates: int | None) -> int:
         if code is not None:
             return code
     return session.finish()
+
+
+def model_config(settings: dict, train: Corpus) -> ModelConfig:
+    """The model an experiment trains: its settings over the vocabularies `train` was encoded with,
+    its learned positions (if any) holding the longest pair (`check_positions`)."""
+    meta = train.header["meta"]
+    cfg = ModelConfig.from_settings(
+        settings["model"],
+        src_vocab=meta["src_vocab"],
+        tgt_vocab=meta["tgt_vocab"],
+        shared_vocab=settings["vocab"]["shared"],
+    )
+    check_positions(cfg, train, settings["name"])
+    return cfg
 
 
 def check_positions(cfg: ModelConfig, train: Corpus, name: str) -> None:
