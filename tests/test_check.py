@@ -347,3 +347,17 @@ def test_checks_of_other_code_are_said_once_by_name(tmp_path):
     assert line.startswith("the checked code changed since the checks of base, h1 ran: they run again first")
     assert "snakemake checks" in line and "\n" not in line
     assert stale_checks(paths[1:2], "code-sha256:new") is None
+
+
+def test_the_check_stage_stays_within_its_size():
+    """Issue 58's bound: the whole stage, reference included, at most 1,200 lines in check/; no class
+    over 150 lines, no function over 60."""
+    import ast
+
+    files = sorted((ROOT / "src" / "aiayn" / "check").glob("*.py"))
+    assert sum(len(f.read_text().splitlines()) for f in files) <= 1200
+    for f in files:
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+                most = 150 if isinstance(node, ast.ClassDef) else 60
+                assert node.end_lineno - node.lineno + 1 <= most, f"{f.name}: {node.name}"

@@ -144,12 +144,11 @@ def check_job(settings_path, train_path, out, *, log=print, detail=None) -> int:
     writable(out)
     settings = resolve.read(settings_path)
     run = Run(settings, binary.read(train_path))
-    found = [spec.outcome(run) for spec in CHECKS]
-    lines = [f"check {c['name']} {'ok' if c['passed'] else 'failed'}: {c['figure']} (expected {c['expected']})"
-             for c in found]  # fmt: skip
-    for c, line in zip(found, lines):
+    found, failed = [spec.outcome(run) for spec in CHECKS], []
+    for c in found:
+        line = f"check {c['name']} {'ok' if c['passed'] else 'failed'}: {c['figure']} (expected {c['expected']})"
+        failed += [] if c["passed"] else [line]
         (detail if c["passed"] else log)(line)
-    failed = [line for c, line in zip(found, lines) if not c["passed"]]
     if failed:
         more = f" (and {len(failed) - 1} more check(s) failed, above)" if len(failed) > 1 else ""
         raise UserError(f"experiment {settings['name']}: {failed[0]}{more}; nothing was trained")

@@ -11,12 +11,7 @@ from aiayn.data.binary import BOS, EOS, PAD
 
 def trimmed(rows: torch.Tensor) -> list[list[int]]:
     """Each row's tokens without the padding after them."""
-    out = []
-    for row in rows.tolist():
-        while row and row[-1] == PAD:
-            row.pop()
-        out.append(row)
-    return out
+    return [row[: max((i + 1 for i, t in enumerate(row) if t != PAD), default=0)] for row in rows.tolist()]
 
 
 def paper_rows(corpus, i: int) -> tuple[list, list, list]:
@@ -34,19 +29,14 @@ def paper_batch(corpus, indices) -> tuple[torch.Tensor, ...]:
 
 def describe(got: list, want: list, named: list) -> str | None:
     """None when `got` is `want`; else what it is: a named variant, `want` cut, or where it differs."""
-    p = (
-        None
-        if got == want
-        else next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
-    )
-    if p is None:
+    if got == want:
         return None
+    p = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
     said = next((s for s, alt in named if got == alt), None)
     if said or (len(got) < len(want) and p == len(got)):
         return said or f"cut to {len(got)} of {len(want)} tokens"
-    return f"token {got[p] if p < len(got) else 'none'} at position {p} where the corpus has " + (
-        f"{want[p]}" if p < len(want) else "none"
-    )
+    at = [seq[p] if p < len(seq) else "none" for seq in (got, want)]
+    return f"token {at[0]} at position {p} where the corpus has {at[1]}"
 
 
 class Trained:
@@ -77,9 +67,8 @@ class Trained:
         if off is None:
             return None
         cut = self.g is not None and bool((self.g[r, off:] == 0).all())
-        return next((n for n, alt in named if self.first_off(r, alt) is None), None) or (
-            f"cut to {off} of {len(outs)} tokens" if cut else f"another token at position {off}"
-        )
+        alt = next((n for n, alt in named if self.first_off(r, alt) is None), None)
+        return alt or (f"cut to {off} of {len(outs)} tokens" if cut else f"another token at position {off}")
 
 
 def read_rows(corpus, pairs, seen) -> tuple[list[int], list[str]]:
@@ -97,11 +86,8 @@ def read_rows(corpus, pairs, seen) -> tuple[list[int], list[str]]:
         found.append(i)
         others = [(f"pair {j}'s (pairs misaligned)", w) for j, w in want.items() if j != i]
         _, inputs, outs = want[i]
-        named = [
-            ("the target itself, not shifted right", outs),
-            ("EOS in place of BOS at its start", [EOS, *outs[:-1]]),
-        ]
-        said = describe(d, inputs, named + [(n, w[1]) for n, w in others])
+        alt = [("the target itself, not shifted right", outs), ("EOS in place of BOS at its start", [EOS, *outs[:-1]])]
+        said = describe(d, inputs, alt + [(n, w[1]) for n, w in others])
         wrong += [f"row {r}'s decoder input is {said} (pair {i})"] if said else []
         said = trained.said(r, outs, [("the decoder input, not the target", inputs)] + [(n, w[2]) for n, w in others])
         wrong += [f"row {r}'s trained target is {said} (pair {i})"] if said else []
@@ -132,14 +118,10 @@ def full_plan(settings: dict, corpus) -> tuple[list[str], str]:
     wrong = [f"at the experiment's budget, {c}" for c in [coverage(batcher)] if c]
     longest = int(np.argmax(batcher.src_len + batcher.tgt_len))
     for indices in batcher.update(1) + [b for b in batcher.epoch(0) if longest in b][:1]:
-        batch = collate(corpus, indices, pin=False)
-        for got, want in zip((batch.src, batch.tgt_in, batch.tgt_out), paper_batch(corpus, indices)):
-            if got.shape != want.shape or not torch.equal(got, want):
-                wrong.append(
-                    f"a micro-batch of the experiment's own plan, collated, is not its pairs {list(indices[:3])}..."
-                )
-                break
-    return wrong[:1], (
-        f"the experiment's own plan holds each of the {len(corpus):,} pairs once in epoch 1 (its first update and "
-        f"longest pair, {int(batcher.src_len[longest])}+{int(batcher.tgt_len[longest])} tokens, collated whole)"
-    )
+        b = collate(corpus, indices, pin=False)
+        if not all(g.shape == w.shape and torch.equal(g, w) for g, w in zip((b.src, b.tgt_in, b.tgt_out),
+                                                                            paper_batch(corpus, indices))):  # fmt: skip
+            wrong.append(f"a micro-batch of the experiment's own plan, collated, is not its pairs {[*indices[:3]]}...")
+    return wrong[:1], f"the experiment's own plan holds each of the {len(corpus):,} pairs once in epoch 1 (its first " \
+        f"update and longest pair, {int(batcher.src_len[longest])}+{int(batcher.tgt_len[longest])} tokens, collated " \
+        "whole)"  # fmt: skip

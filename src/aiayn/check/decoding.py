@@ -10,7 +10,7 @@ import torch
 
 from aiayn.check.mistakes import TOLERANCE, Departure, locate
 from aiayn.check.reference import DTYPE, closest_form
-from aiayn.check.run import Draws, watch
+from aiayn.check.run import watching
 from aiayn.data.binary import BOS, EOS, PAD
 from aiayn.model.hparams import init_std
 from aiayn.study import paper
@@ -25,14 +25,8 @@ def gnmt(length: int, alpha: float) -> float:
 
 def eval_forward(model, src, tgt_in) -> Departure | None:
     """The model in eval mode: no dropout drawn, and the logits of §3's forward pass (an admitted form)."""
-    draws = Draws()
-    seen, hooks = watch(model, draws)
-    try:
-        with draws, torch.no_grad():
-            model(src, tgt_in)
-    finally:
-        for h in hooks:
-            h.remove()
+    with watching(model) as (seen, draws), draws, torch.no_grad():
+        model(src, tgt_in)
     s = seen[0]
     drawn = sum(len(m) for m in s.masks.values())
     if drawn:
@@ -46,12 +40,6 @@ def eval_forward(model, src, tgt_in) -> Departure | None:
     return found
 
 
-def full_logprob(model, src_row, tokens: list) -> torch.Tensor:
-    """The full forward pass's log-probabilities (T + 1, V) over `tokens` teacher forced, BOS first."""
-    with torch.no_grad():
-        return model(src_row[None], torch.tensor([[BOS, *tokens]]))[0].double().log_softmax(-1)
-
-
 def search(model, src, beam: int, alpha: float):
     """The real beam search (the translate rule's) over the source rows of `src`, `beam` best each."""
     from aiayn.evaluation.translate import search_batch
@@ -62,39 +50,44 @@ def search(model, src, beam: int, alpha: float):
 
 
 def hypotheses(model, src, beam: int, alpha: float) -> str | None:
-    """Each hypothesis of the real search: its log-probability the full forward pass's, its score log P / lp."""
-    for b, hyps in enumerate(search(model, src, beam, alpha)):
-        for h in hyps:
-            logp = full_logprob(model, src[b], h.tokens)
-            want = float(logp.gather(1, torch.tensor([*h.tokens, EOS])[:, None]).sum())
-            if abs(h.logprob - want) > TOLERANCE * max(1.0, abs(want)):
-                return (f"sentence {b + 1}: the search gives a hypothesis of {len(h.tokens)} tokens log P "
-                        f"{h.logprob:.6g} where the full forward pass gives its tokens {want:.6g}")  # fmt: skip
-            lp = gnmt(len(h.tokens) + 1, alpha)
-            if abs(h.score - h.logprob / lp) > 1e-6 * max(1.0, abs(h.score)):
-                return (f"sentence {b + 1}: a hypothesis of {len(h.tokens)} tokens scored {h.score:.6g} where log P / "
-                        f"lp = {h.logprob / lp:.6g} (§6.1: lp = ((5 + |Y|) / 6)^{alpha:g} = {lp:.6g})")  # fmt: skip
+    """Each hypothesis of the real search, at `beam` and at 1, against the full forward pass over its
+    tokens teacher forced: its log P, its score log P / lp (§6.1), and at beam 1 the greedy path."""
+    for width in (beam, 1):
+        for b, hyps in enumerate(search(model, src, width, alpha)):
+            for h in hyps:
+                with torch.no_grad():  # (T + 1, V)
+                    logp = model(src[b][None], torch.tensor([[BOS, *h.tokens]]))[0].double().log_softmax(-1)
+                want = float(logp.gather(1, torch.tensor([*h.tokens, EOS])[:, None]).sum())
+                lp = gnmt(len(h.tokens) + 1, alpha)
+                if abs(h.logprob - want) > TOLERANCE * max(1.0, abs(want)):
+                    return (f"sentence {b + 1}: the search gives a hypothesis of {len(h.tokens)} tokens log P "
+                            f"{h.logprob:.6g} where the full forward pass gives its tokens {want:.6g}")  # fmt: skip
+                if abs(h.score - h.logprob / lp) > 1e-6 * max(1.0, abs(h.score)):
+                    return (f"sentence {b + 1}: a hypothesis of {len(h.tokens)} tokens scored {h.score:.6g} where "
+                            f"log P / lp = {h.logprob / lp:.6g} (§6.1: lp = ((5 + |Y|) / 6)^{alpha:g} = "
+                            f"{lp:.6g})")  # fmt: skip
+                said = greedy(h, logp, alpha) if width == 1 else None
+                if said:
+                    return f"sentence {b + 1}: {said}"
     return None
 
 
-def greedy(model, src, alpha: float) -> str | None:
-    """Beam 1 follows the full forward pass's greedy path (near ties either way) and ends at the best
-    of the path's endings the search meets (EOS among a step's 2 best, as aiayn.model.beam)."""
-    for b, (h,) in enumerate(search(model, src, 1, alpha)):
-        logp = full_logprob(model, src[b], h.tokens)  # (T + 1, V)
-        best = -math.inf
-        for j in range(len(h.tokens) + 1):
-            if float(logp[j, EOS]) >= float(logp[j].topk(2).values[-1]):
-                best = max(best, (float(logp[range(j), h.tokens[:j]].sum()) + float(logp[j, EOS])) / gnmt(j + 1, alpha))
-            if j < len(h.tokens):
-                others = logp[j].clone()
-                others[EOS] = -math.inf
-                if float(others.max() - logp[j, h.tokens[j]]) > TOLERANCE:
-                    return (f"sentence {b + 1}: beam 1 takes token {h.tokens[j]} at step {j + 1}, where the full "
-                            f"forward pass's best is {int(others.argmax())} (log P {float(logp[j, h.tokens[j]]):.4g} "
-                            f"and {float(others.max()):.4g})")  # fmt: skip
-        if h.score < best - TOLERANCE * max(1.0, abs(best)):
-            return f"sentence {b + 1}: beam 1 ends with score {h.score:.6g} where its path has an ending of {best:.6g}"
+def greedy(h, logp, alpha: float) -> str | None:
+    """Beam 1's hypothesis `h` follows the greedy path of the full forward pass (`logp`; near ties either
+    way) and ends at the best of the path's endings the search meets (EOS among a step's 2 best)."""
+    best = -math.inf
+    for j in range(len(h.tokens) + 1):
+        if float(logp[j, EOS]) >= float(logp[j].topk(2).values[-1]):
+            best = max(best, (float(logp[range(j), h.tokens[:j]].sum()) + float(logp[j, EOS])) / gnmt(j + 1, alpha))
+        if j < len(h.tokens):
+            others = logp[j].clone()
+            others[EOS] = -math.inf
+            if float(others.max() - logp[j, h.tokens[j]]) > TOLERANCE:
+                return (f"beam 1 takes token {h.tokens[j]} at step {j + 1}, where the full forward pass's best is "
+                        f"{int(others.argmax())} (log P {float(logp[j, h.tokens[j]]):.4g} and "
+                        f"{float(others.max()):.4g})")  # fmt: skip
+    if h.score < best - TOLERANCE * max(1.0, abs(best)):
+        return f"beam 1 ends with score {h.score:.6g} where its path has an ending of {best:.6g}"
     return None
 
 
@@ -115,10 +108,8 @@ def scripted(alpha: float) -> str | None:
     hyps = beam_search(step, lambda rows: None, max_steps=[3], beam=2, alpha=alpha, bos=BOS, eos=EOS, nbest=2)[0]
     got = [(h.tokens, round(h.score, 6)) for h in hyps]
     want = [([token], round(long_logp / gnmt(2, alpha), 6)), ([], -1.0)]
-    if got != want:
-        return (f"on a scripted step function the search returns {got} where §6.1's length penalty "
-                f"((5 + |Y|) / 6)^{alpha:g} gives {want}")  # fmt: skip
-    return None
+    return None if got == want else f"on a scripted step function the search returns {got} where §6.1's length " \
+        f"penalty ((5 + |Y|) / 6)^{alpha:g} gives {want}"  # fmt: skip
 
 
 def decoding(model, src, tgt_in, task: str) -> tuple[Departure | str | None, dict]:
@@ -132,10 +123,8 @@ def decoding(model, src, tgt_in, task: str) -> tuple[Departure | str | None, dic
     with torch.no_grad():  # an untrained model ends at once: its projection made sharper and EOS's row 0,
         projection = model.paper_map()[0]["tgt_embed"]  # hypotheses run on, so that the cache and the
         projection.mul_(3)[EOS] = 0  # beam's reordering show (any weights are the model's to compare)
-    for said in (hypotheses(model, src, beam, alpha), greedy(model, src, alpha), scripted(alpha)):
-        if said:
-            return said, {}
-    return None, {"beam": beam, "alpha": alpha, "sentences": int(src.size(0))}
+    said = hypotheses(model, src, beam, alpha) or scripted(alpha)
+    return (said, {}) if said else (None, {"beam": beam, "alpha": alpha, "sentences": int(src.size(0))})
 
 
 def initialisation(initial: dict, cfg):

@@ -45,9 +45,7 @@ EMBEDDING = [
     ("no positional encoding added (§3.5)", {"positions": 0}),
     ("the positional encoding scaled with the embeddings (added before the x sqrt(d_model))", {"pos_scaled": True}),
 ]
-PROJECTION = [
-    ("the logits scaled by sqrt(d_model) (§3.4 scales the embeddings, not the logits)", {"logit_scale": True})
-]
+PROJECTION = [("the logits scaled by sqrt(d_model) (§3.4 scales the embeddings, not logits)", {"logit_scale": True})]
 LOSS = [
     ("torch's label_smoothing=eps_ls convention: eps_ls/V on every class, the reference token too, not the paper's "
      "code's eps_ls/(V-1) on the others (pass eps_ls·V/(V-1) to torch)", "torch"),
@@ -61,9 +59,10 @@ OPTIMIZER = [  # (the mistake, the Adam it is, from the paper's: {"betas": ..., 
     ("Adam's eps at torch's default, 1e-8, not the setting", lambda adam: {"eps": 1e-8}),
     ("Adam's betas at torch's default, (0.9, 0.999), not the settings'", lambda adam: {"betas": (0.9, 0.999)}),
 ]
-SUBLAYERS = {"encoder": ["self-attention", "feed-forward network"],
-             "decoder": ["self-attention", "encoder-decoder attention", "feed-forward network"]}  # fmt: skip
-KINDS = {"encoder": ["self", "ffn"], "decoder": ["self", "cross", "ffn"]}
+SUBLAYERS = {
+    "encoder": {"self": "self-attention", "ffn": "feed-forward network"},
+    "decoder": {"self": "self-attention", "cross": "encoder-decoder attention", "ffn": "feed-forward network"},
+}
 SPECIAL = {"causal": [("decoder", "self")], "pad": [("encoder", "self"), ("decoder", "cross")]}
 
 
@@ -79,13 +78,9 @@ class Departure:
     update: int | None = None
 
     def said(self) -> str:
-        at, by = (
-            f"update {self.update}: " if self.update else "",
-            "" if self.amount is None else f" by {self.amount:.3g}",
-        )
-        text = f"{at}{self.quantity} departs from the paper's at {self.where}{by}" + (
-            f": {self.seen}" * bool(self.seen)
-        )
+        at = f"update {self.update}: " if self.update else ""
+        by = "" if self.amount is None else f" by {self.amount:.3g}"
+        text = f"{at}{self.quantity} departs from the paper's at {self.where}{by}" + f": {self.seen}" * bool(self.seen)
         if self.causes:
             return f"{text}; it is what {' or '.join(self.causes)} computes"
         return text if self.seen else text + "; none of the known mistakes reproduces it"
@@ -105,52 +100,40 @@ def failed(error: Exception) -> str:
 
 def layer_mistakes(stack: str, layer: str, pre_norm: bool):
     """(cause, Form changes) of every layer mistake at each sublayer it can be at, and at all at once."""
-    kinds = KINDS[stack]
+    kinds, named = list(SUBLAYERS[stack]), list(SUBLAYERS[stack].values())
     for said, changes, where in LAYER:
         if changes.get("wrap") == ("post" if not pre_norm else "pre"):
             continue
         spots = [j for j, kind in enumerate(kinds) if kind in where or (stack, kind) in SPECIAL.get(where[0], ())]
         for at in ([None] if len(spots) > 1 else []) + spots:
-            part = f"{layer}'s {SUBLAYERS[stack][at]}" if at is not None else f"every sublayer of {layer}"
+            part = f"{layer}'s {named[at]}" if at is not None else f"every sublayer of {layer}"
             yield f"{said}, at {part}", {**changes, "at": at}
 
 
 def parts(seen, cfg):
     """(name, the model's value, the reference's computation on the model's own input, mistakes, side)
     for each part of the forward pass `seen` (aiayn.check.run.Seen), in the order they run."""
-    src, tgt_in, N = seen.src, seen.tgt_in, cfg.N
-    ins64 = {"enc": [t.to(DTYPE) for t in seen.enc_in], "dec": [t.to(DTYPE) for t in seen.dec_in]}
-    mem64, enc_last, dec_last = (
-        [t.to(DTYPE) for t in seen.dec_mem],
-        seen.enc_out[-1].to(DTYPE),
-        seen.dec_out[-1].to(DTYPE),
-    )
-    yield "the source embedding", seen.enc_in[0], lambda r: r.embed("src", src), EMBEDDING, "src"
-    for stack, ins, outs in (("encoder", seen.enc_in, seen.enc_out), ("decoder", seen.dec_in, seen.dec_out)):
+    src, tgt_in, io = seen.src, seen.tgt_in, {k: [t.to(DTYPE) for t in v] for k, v in seen.io.items()}
+    yield "the source embedding", seen.io["enc_in"][0], lambda r: r.embed("src", src), EMBEDDING, "src"
+    for stack, side, outs in (("encoder", "src", seen.io["enc_out"]), ("decoder", "tgt", seen.io["dec_out"])):
+        ins = io[f"{stack[:3]}_in"]
         if stack == "decoder":
-            yield "the memory", seen.dec_mem[0], lambda r: r.memory(enc_last), [], "src"
-            yield "the target embedding", seen.dec_in[0], lambda r: r.embed("tgt", tgt_in), EMBEDDING, "tgt"
-        side = "src" if stack == "encoder" else "tgt"
-        for i in range(N):
+            yield "the memory", seen.io["dec_mem"][0], lambda r: r.memory(io["enc_out"][-1]), [], "src"
+            yield "the target embedding", seen.io["dec_in"][0], lambda r: r.embed("tgt", tgt_in), EMBEDDING, "tgt"
+        for i in range(cfg.N):
             if i:
-                below = outs[i - 1].to(DTYPE)
+                below = io[f"{stack[:3]}_out"][i - 1]
                 known = [("the positional encoding added again between the layers",
                           below + sinusoids(below.size(1), cfg.d_model).to(DTYPE)),
-                         ("every layer fed the embedding, not the layer below's output", ins[0].to(DTYPE))]  # fmt: skip
-                yield f"the input of {stack} layer {i + 1}", ins[i], lambda r, _o=below: _o, known, side
+                         ("every layer fed the embedding, not the layer below's output", ins[0])]  # fmt: skip
+                yield f"the input of {stack} layer {i + 1}", seen.io[f"{stack[:3]}_in"][i], lambda r, _o=below: _o, \
+                    known, side  # fmt: skip
             if stack == "encoder":
-                x = ins64["enc"]
-                yield f"encoder layer {i + 1}", outs[i], lambda r, _i=i: r.encoder_layer(_i, x[_i], src), "", side
+                layer = lambda r, _i=i, _x=ins: r.encoder_layer(_i, _x[_i], src)  # noqa: E731
             else:
-                y = ins64["dec"]
-                yield (
-                    f"decoder layer {i + 1}",
-                    outs[i],
-                    lambda r, _i=i: r.decoder_layer(_i, y[_i], mem64[_i], src),
-                    "",
-                    side,
-                )
-    yield "the projection", seen.logits, lambda r: r.project(dec_last), PROJECTION, "tgt"
+                layer = lambda r, _i=i, _y=ins: r.decoder_layer(_i, _y[_i], io["dec_mem"][_i], src)  # noqa: E731
+            yield f"{stack} layer {i + 1}", outs[i], layer, "", side
+    yield "the projection", seen.logits, lambda r: r.project(io["dec_out"][-1]), PROJECTION, "tgt"
 
 
 def locate(seen, params: dict, cfg, base: Form, drops: dict | None) -> Departure | None:

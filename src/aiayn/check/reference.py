@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -89,9 +90,6 @@ class Reference:
         var = (x - mean).square().mean(-1, keepdim=True)
         return (x - mean) / torch.sqrt(var + LN_EPS) * self.p[f"{name}.weight"] + self.p[f"{name}.bias"]
 
-    def embedding(self, side: str):
-        return self.p["tgt_embed" if side == "tgt" or self.cfg.shared_vocab else "src_embed"]
-
     def embed(self, side: str, tokens):
         """§3.4: the embedding times sqrt(d_model); §3.5: plus the positional encoding; §5.4: dropped."""
         f, d, T = self.form, self.cfg.d_model, tokens.size(1)
@@ -100,7 +98,7 @@ class Reference:
         else:
             pe = sinusoids(T, d, f.layout, f.origin).to(DTYPE)
         scale = math.sqrt(d) if f.emb_scale else 1.0
-        e = self.embedding(side)[tokens]
+        e = self.p["tgt_embed" if side == "tgt" or self.cfg.shared_vocab else "src_embed"][tokens]
         x = (e + pe) * scale if f.pos_scaled else e * scale + f.positions * pe
         return self.drop(x, "residual", 0 if side == "src" else 1 + 2 * self.cfg.N)
 
@@ -118,9 +116,7 @@ class Reference:
         cfg = self.cfg
         h, d_k, d_v, B, T, S = cfg.h, cfg.d_k, cfg.d_v, x.size(0), x.size(1), memory.size(1)
 
-        def split(t, L, d):
-            return t.reshape(B, h, L, d) if f.split == "view" else t.view(B, L, h, d).transpose(1, 2)
-
+        split = lambda t, L, d: t.reshape(B, h, L, d) if f.split == "view" else t.view(B, L, h, d).transpose(1, 2)  # noqa: E731
         q = split(self.linear(f"{name}.W_q", x), T, d_k)  # (B, h, T, d_k)
         key = split(self.linear(f"{name}.W_k", memory), S, d_k)
         v = split(self.linear(f"{name}.W_v", memory), S, d_v)
@@ -137,16 +133,9 @@ class Reference:
 
     def sublayer(self, layer: str, j: int, x, fn, k: int):
         """§3.1 and §5.4: LayerNorm(x + Dropout(Sublayer(x))); x + Dropout(Sublayer(LayerNorm(x))) under pre_norm."""
-        f = self.f(j)
         pre = self.cfg.pre_norm
-        wrap = f.wrap or ("pre" if pre else "post")
-
-        def n(t):
-            return self.norm(f"{layer}.norm{j}", t)
-
-        def d(t):
-            return self.drop(t, "residual", k)
-
+        wrap = self.f(j).wrap or ("pre" if pre else "post")
+        n, d = partial(self.norm, f"{layer}.norm{j}"), lambda t: self.drop(t, "residual", k)
         forms = {
             "post": lambda: n(x + d(fn(x))),
             "pre": lambda: x + d(fn(n(x))),
@@ -181,7 +170,7 @@ class Reference:
     def project(self, y):
         """§3.4: the pre-softmax linear transformation is the (target) embedding matrix."""
         y = self.norm("decoder_norm", y) if self.cfg.pre_norm else y
-        logits = y @ self.embedding("tgt").T
+        logits = y @ self.p["tgt_embed"].T
         return logits * math.sqrt(self.cfg.d_model) if self.form.logit_scale else logits
 
     def forward(self, src, tgt_in):
@@ -195,22 +184,14 @@ class Reference:
         return self.project(y)
 
 
-def admitted_forms(cfg) -> list[Form]:
-    """The forms the paper admits: the sinusoids' two layouts and positions counted from 0 or 1."""
-    layouts = ["interleaved"] if cfg.positional == "learned" else ["interleaved", "halves"]
-    return [Form(layout=layout, origin=origin) for origin in (0, 1) for layout in layouts]
-
-
 def closest_form(params: dict, cfg, seen) -> Form:
-    """The admitted form whose embeddings are closest to those the model fed its first layers."""
-
-    def distance(form):
-        ref = Reference(params, cfg, form, seen.masks)
-        return change(seen.enc_in[0], ref.embed("src", seen.src).detach()) + change(
-            seen.dec_in[0], ref.embed("tgt", seen.tgt_in).detach()
-        )
-
-    return min(admitted_forms(cfg), key=distance)
+    """The form the paper admits (the sinusoids' two layouts, positions counted from 0 or 1) whose
+    embeddings are closest to those the model fed its first layers."""
+    layouts = ["interleaved"] if cfg.positional == "learned" else ["interleaved", "halves"]
+    refs = {form: Reference(params, cfg, form, seen.masks) for form in [Form(layout=lay, origin=o) for o in (0, 1)
+                                                                        for lay in layouts]}  # fmt: skip
+    return min(refs, key=lambda f: change(seen.io["enc_in"][0], refs[f].embed("src", seen.src).detach())
+               + change(seen.io["dec_in"][0], refs[f].embed("tgt", seen.tgt_in).detach()))  # fmt: skip
 
 
 def smoothed_target(targets, V: int, eps_ls: float, pad: int, form: str = "paper"):

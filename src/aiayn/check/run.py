@@ -3,11 +3,13 @@ kept by hooks that only read: every dropout mask drawn, each forward pass and ea
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import gc
 import math
 import tempfile
 import warnings
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,17 +70,16 @@ class Seen:
     masks: dict
     logits: torch.Tensor | None = None
     logit_grad: torch.Tensor | None = None
-    enc_in: list = field(default_factory=list)
-    enc_out: list = field(default_factory=list)
-    dec_in: list = field(default_factory=list)
-    dec_mem: list = field(default_factory=list)
-    dec_out: list = field(default_factory=list)
+    io: dict = field(default_factory=lambda: defaultdict(list))  # enc_in, enc_out, dec_in, dec_mem, dec_out
 
 
-def watch(model, draws: Draws) -> tuple[list[Seen], list]:
-    """Hooks that keep each forward pass of `model` (a list of Seen, appended to) and their handles."""
+@contextlib.contextmanager
+def watching(model):
+    """Hooks on `model` while the block runs, keeping each forward pass (a list of Seen, appended to)
+    and the masks it draws under the Draws given with it."""
     seen: list[Seen] = []
     _, layers = model.paper_map()
+    draws = Draws()
 
     def begin(module, args):
         draws.masks = {"residual": [], "attention": []}
@@ -90,22 +91,21 @@ def watch(model, draws: Draws) -> tuple[list[Seen], list]:
         if out.requires_grad:
             out.register_hook(lambda g: setattr(s, "logit_grad", g.detach().clone()))
 
-    def enter(names):
-        def hook(module, args):  # returns None: the arguments stay as they are
-            for name, a in zip(names, args):
-                getattr(seen[-1], name).append(a.detach())
+    def keep(ins, out):  # a layer's inputs and output, kept
+        def hook(module, args, output):
+            for name, t in [*zip(ins, args), (out, output)]:
+                seen[-1].io[name].append(t.detach())
 
         return hook
 
     hooks = [model.register_forward_pre_hook(begin), model.register_forward_hook(end)]
-    for stack, ins in (("encoder", ("enc_in",)), ("decoder", ("dec_in", "dec_mem"))):
-        outs = "enc_out" if stack == "encoder" else "dec_out"
-        for layer in layers[stack]:
-            hooks.append(layer.register_forward_pre_hook(enter(ins)))
-            hooks.append(
-                layer.register_forward_hook(lambda m, a, out, _o=outs: getattr(seen[-1], _o).append(out.detach()))
-            )
-    return seen, hooks
+    for stack, ins, out in (("encoder", ("enc_in",), "enc_out"), ("decoder", ("dec_in", "dec_mem"), "dec_out")):
+        hooks += [layer.register_forward_hook(keep(ins, out)) for layer in layers[stack]]
+    try:
+        yield seen, draws
+    finally:
+        for h in hooks:
+            h.remove()
 
 
 @dataclass
@@ -120,57 +120,48 @@ class Update:
     after: dict
     grads: dict
     lr: float
-    micro_batches: int
-
-
-def run_settings(settings: dict, corpus: Corpus, micro_batches: int) -> dict:
-    """The experiment's settings as the check's run takes them: fp32, no compile, no prefetch, and a
-    token budget that cuts `corpus` into about `micro_batches` micro-batches an epoch, 2 to an update."""
-    longest = int(max(corpus.src_lengths.max(), corpus.tgt_lengths.max())) + 1
-    total = int(max(corpus.src_lengths.sum(), corpus.tgt_lengths.sum())) + len(corpus)
-    budget = max(longest, math.ceil(total / micro_batches))
-    out = copy.deepcopy(settings)
-    out["train"].update(precision="fp32", compile=False, prefetch=0, tokens_per_update=2 * budget, max_tokens=budget)
-    return out
 
 
 def trainer_run(settings: dict, corpus: Corpus, updates: int, on_update, micro_batches: int = 6):
-    """Make `updates` updates of the experiment's Trainer over `corpus`; after each, `on_update(Update)`,
-    which returns None to go on. Returns the trainer's batcher and model (its optimizer let go)."""
+    """Make `updates` updates of the experiment's Trainer over `corpus` (fp32, no compile, no prefetch, and a
+    token budget that cuts it into about `micro_batches` micro-batches, 2 to an update); after each,
+    `on_update(Update)`, which returns None to go on. Returns the trainer's batcher and model."""
     from aiayn.training.distributed import Env
     from aiayn.training.train import RunFiles, Trainer
 
+    longest = int(max(corpus.src_lengths.max(), corpus.tgt_lengths.max())) + 1
+    total = int(max(corpus.src_lengths.sum(), corpus.tgt_lengths.sum())) + len(corpus)
+    budget = max(longest, math.ceil(total / micro_batches))
+    settings = copy.deepcopy(settings)
+    tr = settings["train"] = {**settings["train"], "precision": "fp32", "compile": False, "prefetch": 0}
+    tr.update(tokens_per_update=2 * budget, max_tokens=budget)
     with tempfile.TemporaryDirectory() as scratch:
-        folder = Path(scratch)
-        files = RunFiles(folder, folder / "last.pt", folder / "metrics.jsonl", None)
-        trainer = Trainer(run_settings(settings, corpus, micro_batches), corpus, None, files, Env(), log=lambda m: None)
+        files = RunFiles(Path(scratch), Path(scratch, "last.pt"), Path(scratch, "metrics.jsonl"), None)
+        trainer = Trainer(settings, corpus, None, files, Env(), log=lambda m: None)
         roles, _ = trainer.model.paper_map()
-        draws = Draws()
-        seen, hooks = watch(trainer.model, draws)
         kept: dict = {}
 
         def before(optimizer, args, kwargs):
             kept["before"] = {n: p.detach().clone() for n, p in roles.items()}
             kept["lr"] = optimizer.param_groups[0]["lr"]
 
-        hooks.append(trainer.optimizer.register_step_pre_hook(before))
+        hook = trainer.optimizer.register_step_pre_hook(before)
         try:
-            for step in range(1, updates + 1):
-                seen.clear()
-                with draws, warnings.catch_warnings():  # the check says what it sees in its own lines
-                    warnings.simplefilter("ignore")
-                    trainer.update()
-                # the live tensors: read before the next update (the history keeps its own copies)
-                grads = {n: p.grad.detach() if p.grad is not None else torch.zeros_like(p) for n, p in roles.items()}
-                after = {n: p.detach() for n, p in roles.items()}
-                update = Update(step, list(seen), trainer.batcher.update(step), kept.pop("before"), after, grads,
-                                kept.pop("lr"), trainer.accumulation)  # fmt: skip
-                if on_update(update, trainer) is not None:
-                    break
+            with watching(trainer.model) as (seen, draws):
+                for step in range(1, updates + 1):
+                    seen.clear()
+                    with draws, warnings.catch_warnings():  # the check says what it sees in its own lines
+                        warnings.simplefilter("ignore")
+                        trainer.update()
+                    # the live tensors: read before the next update (the history keeps its own copies)
+                    grads = {n: torch.zeros_like(p) if p.grad is None else p.grad.detach() for n, p in roles.items()}
+                    update = Update(step, list(seen), trainer.batcher.update(step), kept.pop("before"),
+                                    {n: p.detach() for n, p in roles.items()}, grads, kept.pop("lr"))  # fmt: skip
+                    if on_update(update, trainer) is not None:
+                        break
             return trainer.batcher, trainer.model
         finally:
-            for h in hooks:
-                h.remove()
+            hook.remove()
             trainer.prefetcher.close()
             del trainer
             gc.collect()

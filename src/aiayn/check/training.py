@@ -28,8 +28,7 @@ class Training:
     def __init__(self, settings: dict, corpus, cfg):
         self.tr, self.corpus, self.cfg = settings["train"], corpus, cfg
         self.history: list[dict] = []  # the trainer's gradients of the updates so far
-        self.form, self.departure, self.initial = None, None, {}
-        self.data_wrong: list[str] = []
+        self.form, self.departure, self.initial, self.data_wrong = None, None, {}, []
         self.figures = {"logits": 0.0, "loss": 0.0, "gradients": 0.0, "step": 0.0}
         self.rows, self.lrs, self.updates = 0, [], 0  # rows read; each update's rate, as the trainer applies it
         self.nonfinite = 0  # the update whose loss was not finite (a rate too high: the trainer stops on it too)
@@ -40,9 +39,8 @@ class Training:
         self.updates = up.step
         if up.step == 1:  # the weights as the trainer drew them: each tensor's shape and spread
             self.initial = {n: (tuple(t.shape), float(t.double().std())) for n, t in up.before.items()}
-        tensors = [s.logits for s in up.seen] + list(up.grads.values())
-        if not all(bool(torch.isfinite(t).all()) for t in tensors):  # the trainer's own watch stops there
-            if up.step == 1:  # from the weights as drawn: the code's, not the rate's
+        if not all(bool(torch.isfinite(t).all()) for t in [s.logits for s in up.seen] + [*up.grads.values()]):
+            if up.step == 1:  # from the weights as drawn: the code's, not the rate's (the trainer stops too)
                 self.departure = Departure("the logits and gradients", "the weights as drawn", seen="not finite")
             self.nonfinite = up.step
             up.seen = []
@@ -104,10 +102,8 @@ def parameters(model) -> Departure | None:
     """The model has no parameter §3 does not have (a final norm under post-LN, an untied projection):
     every one is in its map (a matrix of §3 missing from the map stops the reference by its name)."""
     ids = {id(t) for t in model.paper_map()[0].values()}
-    extra = [n for n, p in model.named_parameters() if id(p) not in ids]
-    return extra and Departure(
-        "the parameters", "the model", seen=f"parameters §3 does not have: {', '.join(extra[:3])}"
-    )
+    extra = ", ".join([n for n, p in model.named_parameters() if id(p) not in ids][:3])
+    return Departure("the parameters", "the model", seen=f"parameters §3 does not have: {extra}") if extra else None
 
 
 def masks_said(seen, cfg) -> str | None:
@@ -115,17 +111,14 @@ def masks_said(seen, cfg) -> str | None:
     want = {"residual": (2 + 5 * cfg.N) * (cfg.P_drop > 0), "attention": 3 * cfg.N * (cfg.P_drop_attn > 0)}
     got = {k: len(v) for k, v in seen.masks.items()}
     lengths = {seen.src.size(1), seen.tgt_in.size(1)}  # an attention mask is on weights (B, h, T, S)
-    if (
-        got == want
-        and all(m.size(-1) == cfg.d_model for m in seen.masks["residual"])
-        and all(m.size(1) == cfg.h and m.size(-1) in lengths for m in seen.masks["attention"])
-    ):
+    residual, attention = seen.masks["residual"], seen.masks["attention"]
+    if got == want and all(m.size(-1) == cfg.d_model for m in residual) and \
+            all(m.size(1) == cfg.h and m.size(-1) in lengths for m in attention):  # fmt: skip
         return None
-    return (
-        f"the model drew {got['residual']} dropout masks on the residual stream and {got['attention']} on attention "
-        f"weights in a forward pass, where §5.4 places {want['residual']} (each sublayer's output before its "
-        f"residual add, the sums of embeddings and positions) and {want['attention']} (on the weights, (B, h, T, S))"
-    )
+    return f"the model drew {got['residual']} dropout masks on the residual stream and {got['attention']} on " \
+        f"attention weights in a forward pass, where §5.4 places {want['residual']} (each sublayer's output before " \
+        f"its residual add, the sums of embeddings and positions) and {want['attention']} (on the weights, " \
+        "(B, h, T, S))"  # fmt: skip
 
 
 def fit(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float]:
@@ -139,11 +132,10 @@ def loss(up, got, want, targets, t: Training) -> tuple[Departure | None, float]:
     got = torch.cat([g.flatten() for g in got]).double()
     scale, amount = fit(got, torch.cat([w.flatten() for w in want]))
     t.figures["loss"] = max(t.figures["loss"], amount)
-    if amount <= TOLERANCE and abs(scale - 1) > TOLERANCE:  # the reference's: the mean over the update's targets
+    if amount <= TOLERANCE:  # the reference's scale: the mean over the update's target tokens
         said = f"the update's loss is {scale:.4g} x the mean over its target tokens (§5.4's, as the paper's code)"
-        return Departure("the gradient the loss gives the logits", "its scale", seen=said), scale
-    if amount <= TOLERANCE:
-        return None, scale
+        return (Departure("the gradient the loss gives the logits", "its scale", seen=said) if abs(scale - 1) >
+                TOLERANCE else None), scale  # fmt: skip
     causes = []
     for said, form in LOSS:
         qs = [smoothed_target(target, t.cfg.tgt_vocab, t.tr["eps_ls"], PAD, form) for target in targets]
@@ -160,7 +152,7 @@ def gradients(up, params, scale: float, t: Training) -> Departure | None:
 
     def ref(n):  # under a shared vocabulary the source embedding is the target's tensor
         g = params["tgt_embed" if n == "src_embed" and shared else n].grad
-        return scale * g if g is not None else torch.zeros_like(params[n])
+        return torch.zeros_like(params[n]) if g is None else scale * g
 
     norms = {n: float(ref(n).norm()) for n in params}
     if clip > 0:
@@ -192,8 +184,7 @@ def sampled(t: torch.Tensor) -> torch.Tensor:
 def step(up, t: Training) -> Departure | None:
     """The optimizer's step against Adam's over the trainer's own gradients, at §5.3's rate, on
     PROBE elements of each tensor (the big model's 213M, a tensor at a time, took 22 s an update)."""
-    tr = t.tr
-    now = {n: (sampled(up.before[n]), sampled(up.after[n])) for n in up.before}
+    tr, now = t.tr, {n: (sampled(up.before[n]), sampled(up.after[n])) for n in up.before}
     history = [*t.history, {n: sampled(g) for n, g in up.grads.items()}]
     lrs = [paper_rate(s, t.cfg.d_model, tr["warmup_steps"], tr["lr_scale"]) for s in range(1, up.step + 1)]
     paper = {"betas": (tr["adam_beta1"], tr["adam_beta2"]), "eps": tr["adam_eps"]}
@@ -202,9 +193,7 @@ def step(up, t: Training) -> Departure | None:
     if amount <= STEP_TOLERANCE:
         t.history = history
         return None
-    causes = [
-        said for said, kw in OPTIMIZER if off_step(now, history, lrs, {**paper, **kw(paper)})[0] <= STEP_TOLERANCE
-    ]
+    causes = [s for s, kw in OPTIMIZER if off_step(now, history, lrs, {**paper, **kw(paper)})[0] <= STEP_TOLERANCE]
     moved = torch.cat([b - a for b, a in now.values()])  # the rate the step was taken at, fitted
     rate, _ = fit(moved, torch.cat([b - adam_step(b, [g[n] for g in history], [*lrs[:-1], 1.0], **paper)
                                     for n, (b, _) in now.items()]))  # fmt: skip
