@@ -250,6 +250,7 @@ class Case:
     out: str | None = None  # an output that must not exist afterwards (relative to tmp)
 
 
+BLEU_150 = json.dumps({"lines": 3, "tokenized_bleu": {"score": 150.0}, "sacrebleu": {"score": 11, "signature": "s"}})
 CASES = [
     # -- resolve -------------------------------------------------------------------------------------
     Case("resolve: settings not JSON", cmd("resolve", settings="{"), "--settings is not valid JSON", "e.json"),
@@ -505,7 +506,7 @@ CASES = [
     ),
     Case(
         "average: empty folder",
-        cmd("average", checkpoints=lambda w, t: t),
+        cmd("average", checkpoints=lambda w, t: (t / "ck").mkdir(exist_ok=True) or t / "ck"),
         "0 step checkpoint(s) every 1 updates, 2 are to be averaged",
         "avg.pt",
     ),
@@ -584,6 +585,19 @@ CASES = [
         "tables: a corrupt score file",
         cmd("tables", experiments=score_file('{"tokenized_bleu": ')),
         "newstest2014.score.json: not a readable score record",
+        "t.md",
+    ),
+    Case(
+        "tables: a BLEU of 150",
+        cmd("tables", experiments=score_file(BLEU_150)),
+        "newstest2014.score.json: not a translation score record (tokenized_bleu.score: 150.0 is greater than the "
+        "maximum of 100.000000001)",
+        "t.md",
+    ),
+    Case(
+        "tables: --results names a file",
+        cmd("tables", results=lambda w, t: w / "a.txt"),
+        "a.txt: not a folder, where a folder is meant",
         "t.md",
     ),
     Case(
@@ -747,14 +761,16 @@ def test_bad_input_under_log_is_one_line_in_the_log_and_on_the_terminal(case, wo
         code = cli.main([*argv, "--log-to", str(log)])
     except SystemExit as exc:  # argparse: its usage on the terminal's stderr, before any log
         code, logged = exc.code, ""
-    else:
-        logged = log.read_text().strip()
-        assert logged.startswith(f"aiayn {argv[0]}: error: ") and "\n" not in logged, logged
-        assert case.says in logged
+    else:  # refused before any work, its log included (aiayn.cli.guard): on the terminal alone
+        logged = log.read_text().strip() if log.exists() else ""
+        assert not logged or logged.startswith(f"aiayn {argv[0]}: error: ") and "\n" not in logged, logged
+        assert case.says in (logged or case.says)
     out, err = capsys.readouterr()
     assert code == 2, (out, err)
     if logged:
         assert err == "" and out.strip().splitlines()[-1] == f"{logged} (log: {log})", (out, err)
+    elif code == 2 and not err.startswith("usage:"):
+        assert err.count("\n") == 1 and case.says in err, err
 
 
 def test_the_cases_go_in_the_order_of_the_commands():

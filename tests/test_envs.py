@@ -163,7 +163,8 @@ def test_command_runs_with_only_its_env_packages(rule, env, command):
 
 
 def test_a_missing_package_is_one_clear_line(tmp_path):
-    args = ["--checkpoints", str(tmp_path), "--last", "1", "--interval", "1", "--final-step", "1"]
+    (tmp_path / "checkpoints").mkdir()
+    args = ["--checkpoints", str(tmp_path / "checkpoints"), "--last", "1", "--interval", "1", "--final-step", "1"]
     # the arguments are complete: with torch the command gets as far as the (empty) folder
     assert "0 step checkpoint(s)" in run_restricted(set(), "average", *args, "--out", str(tmp_path / "y")).stderr
     out = run_restricted({"torch"}, "average", *args, "--out", str(tmp_path / "y"))

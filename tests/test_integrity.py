@@ -33,7 +33,7 @@ from aiayn.study import config as cfg
 from aiayn.training import resume
 from aiayn.training.average import average_run
 from aiayn.training.session import EXIT_DONE
-from aiayn.training.train import run
+from aiayn.training.train import lock_of, run
 
 WORDS = "the cat sat on a mat and dog ran far away from home to see big red ball in park".split()
 
@@ -272,7 +272,7 @@ def test_average_leaves_out_a_checkpoint_of_another_run(trained, tmp_path):
 def test_a_second_trainer_of_one_folder_is_refused(tmp_path):
     settings = toy.settings(steps=4)
     trainer = toy.make_trainer(tmp_path, settings)
-    with checkpoint.exclusive(tmp_path / "checkpoints"):  # an orphaned job still training
+    with checkpoint.exclusive(tmp_path / "checkpoints", lock_of(tmp_path / "checkpoints")):  # an orphaned job
         with pytest.raises(UserError, match=r"checkpoints is being trained by the process \d+ on "):
             run(trainer, False)
         (tmp_path / "experiment.json").write_text(json.dumps(settings))
@@ -281,9 +281,31 @@ def test_a_second_trainer_of_one_folder_is_refused(tmp_path):
         assert done.returncode == 2 and done.stderr.strip().count("\n") == 0, done.stderr
         assert "is being trained by the process" in done.stderr
     assert run(toy.make_trainer(tmp_path, settings), False) == EXIT_DONE  # free again once it ends
-    fd = open(tmp_path / ".train.lock")
+    fd = open(tmp_path / "train.lock")
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released when the trainer finished
     fd.close()
+
+
+def test_two_runs_whose_folders_sit_side_by_side_share_no_file(tmp_path, capsys):
+    """Runs A and B with their checkpoints in runs/A and runs/B: each its own metrics, lock and
+    TensorBoard folder beside its folder (aiayn.study.layout.Layout.beside), so B trains while A
+    holds its lock, and training B leaves A's records as they were."""
+    settings = toy.settings(steps=4)
+    argv = toy.train_command(tmp_path, settings)[2:]
+
+    def train(name: str) -> int:
+        folder = tmp_path / "runs" / name
+        return cli.main(
+            [*argv[: argv.index("--checkpoints")], "--checkpoints", str(folder), "--out", str(folder / "last.pt")]
+        )
+
+    assert train("A") == 0
+    records = (tmp_path / "runs" / "A.metrics.jsonl").read_bytes()
+    with checkpoint.exclusive(tmp_path / "runs" / "A", lock_of(tmp_path / "runs" / "A")):  # A training again
+        assert train("B") == 0, capsys.readouterr().err
+    assert (tmp_path / "runs" / "A.metrics.jsonl").read_bytes() == records
+    assert metrics.summary(tmp_path / "runs" / "B.metrics.jsonl")["step"] == 4
+    assert not (tmp_path / "runs" / "metrics.jsonl").exists()
 
 
 def test_select_never_takes_a_candidate_without_a_finite_score(tmp_path):
@@ -326,26 +348,24 @@ def test_a_second_trainer_is_refused_whatever_link_names_the_folder(tmp_path):
     real = tmp_path / "run" / "checkpoints"
     real.mkdir(parents=True)
     (tmp_path / "alias").symlink_to(tmp_path / "run")
-    with checkpoint.exclusive(real):
+    with checkpoint.exclusive(real, lock_of(real)):
         with pytest.raises(UserError, match="is being trained by the process"):
-            with checkpoint.exclusive(tmp_path / "alias" / "checkpoints"):
+            with checkpoint.exclusive(tmp_path / "alias" / "checkpoints", lock_of(tmp_path / "alias" / "checkpoints")):
                 pass
 
 
 def test_a_training_that_starts_over_starts_its_records_over(tmp_path):
-    """Every checkpoint damaged: training starts from step 0, and the records of the damaged run go
-    (dev records of steps 5-40 were kept beside the new run's, twice)."""
-    settings = toy.settings(steps=4, checkpoint_interval=2, log_interval=1)
+    """A run stopped before its first checkpoint starts from step 0, and its records start over (the
+    stopped run's progress lines are not kept beside the new run's). Where finished work is there
+    with nothing to resume it, training refuses instead (tests/test_resume.py)."""
+    settings = toy.settings(steps=4, checkpoint_interval=3, log_interval=1)
     folder = tmp_path / "run"
-    assert toy.train_in_process(folder, settings) == EXIT_DONE
-    for path in (folder / "checkpoints").glob("*_*.pt"):
-        path.write_bytes(path.read_bytes()[:100])  # damaged
-    (folder / "checkpoints" / "last.pt").unlink()
-    before = [r["step"] for r in metrics.read(folder / "metrics.jsonl").dev]
-    assert before
+    toy.train_in_process(folder, settings, max_updates=2)
+    assert not list((folder / "checkpoints").glob("*.pt"))
+    assert metrics.read(folder / "metrics.jsonl").progress
     trainer = toy.make_trainer(folder, settings)
     resume.restore(trainer)
-    assert trainer.step == 0 and metrics.read(folder / "metrics.jsonl").dev == []
+    assert trainer.step == 0 and metrics.read(folder / "metrics.jsonl").progress == []
 
 
 def test_an_output_name_as_long_as_the_file_system_allows_is_written(tmp_path):

@@ -51,7 +51,7 @@ def test_every_check_the_inventory_names_exists(command):
         action = actions[option]
         if check.kind == "file":
             assert callable(resolve(inventory.FILE_KINDS[check.what])), (option, check)
-        elif check.kind in ("text", "folder", "experiment settings", "optional file"):
+        elif check.kind in ("text", "folder", "run folder", "experiment settings", "optional file"):
             assert callable(resolve(check.what)), (option, check)
         elif check.kind in ("settings", "settings list"):
             for name in schema_kinds(check.what):

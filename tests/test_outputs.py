@@ -8,6 +8,7 @@ day it is in the inventory, without anyone writing its case."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,11 +16,11 @@ from working import EXPORT, WORKING, prepare_world
 from world import build_world
 
 from aiayn import cli, inventory
-from aiayn.io import OUTPUT_MARK
+from aiayn.io import LEFTOVER, OUTPUT_MARK
 
 COMMANDS = {**WORKING, "export": EXPORT}
 OUTPUT_KINDS = {"output", "output folder", "output appended"}
-INPUT_KINDS = {"file", "folder", "optional file"}
+INPUT_KINDS = {"file", "folder", "run folder", "optional file"}
 
 
 def checks(command: str) -> dict:
@@ -66,6 +67,8 @@ def cases() -> list[tuple[str, str, str, str]]:
         for o in outs:
             for i in ins:
                 ways = ["inside"] if kinds[o].kind == "output folder" else ["same path", "symlink"]
+                if kinds[i].kind == "folder" and kinds[o].kind != "output folder":  # a folder it only reads
+                    ways.append("a file inside the input folder")
                 if kinds[i].kind == "file" and kinds[o].kind != "output folder":
                     ways.append("hard link")
                 out += [(command, o, i, way) for way in ways]
@@ -126,7 +129,7 @@ def test_an_output_that_would_destroy_what_the_command_did_not_make_is_refused(
         source = Path(value_of(args, other))
         copy = tmp_path / "inputs" / source.name  # a copy of the world's input: the test may not spoil the world
         copy.parent.mkdir(exist_ok=True)
-        if checks(command)[other].kind == "folder" and not source.exists():
+        if checks(command)[other].kind in ("folder", "run folder") and not source.exists():
             source.mkdir(parents=True)  # a folder the command would make itself (train's --checkpoints)
         if source.is_dir():
             os.symlink(source, copy)  # a folder input is read, never written: a link to it will do
@@ -139,6 +142,9 @@ def test_an_output_that_would_destroy_what_the_command_did_not_make_is_refused(
         elif how == "symlink":
             target = tmp_path / "link-to-input"
             os.symlink(copy, target)
+        elif how == "a file inside the input folder":
+            target = copy / sorted(os.listdir(copy))[0]  # a file the command reads (average: a checkpoint)
+            protected = source
         elif how == "hard link":
             target = tmp_path / "hard-link-to-input"
             os.link(copy, target)
@@ -152,3 +158,106 @@ def test_an_output_that_would_destroy_what_the_command_did_not_make_is_refused(
     assert code == 2 and len(err) == 1 and "Traceback" not in err[0], (code, err)
     assert output in err[0] and (how == "someone else's folder" or other in err[0]), err[0]
     assert state(protected) == before, f"{protected} was changed"
+
+
+WATCHED: list | None = None  # the file events of the command being watched, else None
+
+
+def _heard(event: str, args: tuple) -> None:
+    if WATCHED is None:
+        return
+    if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
+        mode, flags = args[1] or "", args[2] or 0
+        wrote = any(c in mode for c in "wax+") or flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT)
+        WATCHED.append(("write" if wrote else "read", args[0]))
+    elif event in ("os.rename", "shutil.copyfile", "os.link", "os.symlink", "os.mkdir", "os.remove", "os.truncate"):
+        path = args[1] if event in ("os.rename", "shutil.copyfile", "os.link", "os.symlink") else args[0]
+        if isinstance(path, (str, bytes, os.PathLike)):  # not a file descriptor
+            WATCHED.append(("write", path))
+
+
+sys.addaudithook(_heard)
+
+
+@pytest.mark.parametrize("command", sorted(WORKING))
+def test_every_file_a_command_touches_is_one_its_guard_sees(command, world, tmp_path, capsys):
+    """The guard's view of an invocation (`aiayn.cli.paths`: its options, the paths inside its JSON
+    options, the files its command derives) holds every file the command opens, writes, renames or
+    removes in the world and its output folder (watched through Python's audit hooks): the day a
+    command gains a path the guard does not see, this fails naming it."""
+    global WATCHED
+    argv = [command, *given(command, world, tmp_path / "o")]
+    outputs, inputs = cli.paths(command, cli.build_parser(command).parse_args(argv))
+    known = [(os.path.realpath(p), kind) for _, p, kind in outputs + inputs]
+    WATCHED = []
+    try:
+        assert cli.main(argv) == 0, capsys.readouterr().err
+    finally:
+        events, WATCHED = WATCHED, None
+    roots = [os.path.realpath(world), os.path.realpath(tmp_path)]
+    for what, path in events:
+        path = os.path.realpath(os.fsdecode(path))
+        if not any(path == r or path.startswith(r + os.sep) for r in roots):
+            continue
+        within = [path, *map(str, Path(path).parents)]  # a temporary file or folder, and what is in it
+        seen = any(
+            path == k
+            or k.startswith(path + os.sep)  # a folder made or synced on the way to it
+            or (kind in ("folder", "run folder", "appended") and path.startswith(k + os.sep))
+            or any(os.path.dirname(p) == os.path.dirname(k) and LEFTOVER.match(os.path.basename(p)) for p in within)
+            for k, kind in known
+        )  # the file itself, a folder above it, a file in a folder it names, or its temporary file
+        assert seen, f"{command} {what}s {path}, which aiayn.cli.paths does not give the guard"
+
+
+def test_a_file_a_json_option_names_is_an_input_no_output_may_overwrite(world, tmp_path, capsys):
+    """A path inside a JSON option (select's candidates, prepare's archives: the schema's `x-path`)
+    is an input as an option's is: an output pointed at it is refused before any work, naming both."""
+    refused = set()
+    for command in sorted(WORKING):
+        argv = [command, *given(command, world, tmp_path / "o")]
+        outputs, inputs = cli.paths(command, cli.build_parser(command).parse_args(argv))
+        output = next((o for o, _, kind in outputs if kind == "file" and o in checks(command)), None)
+        for where, path, _ in [i for i in inputs if output and i[0] not in checks(command)]:  # inside a JSON option
+            before = state(Path(path))
+            assert cli.main(set_value(argv, output, path)) == 2
+            err = capsys.readouterr().err.strip()
+            assert err.count("\n") == 0 and f"{output} {path} is the input {where} {path}" in err, err
+            assert state(Path(path)) == before
+            refused.add(command)
+    assert refused >= {"select", "prepare"}
+
+
+def drop(args: list[str], option: str) -> list[str]:
+    i = args.index(option) if option in args else len(args)
+    return args[:i] + args[i + 2 :]
+
+
+DERIVED = {"--out-csv": None, "--out-html": None}  # the CSV and the HTML beside the Markdown
+
+
+@pytest.mark.parametrize(
+    "command, options, said",
+    [
+        ("tables", {"--out-md": "t.csv", **DERIVED}, "--out-md {o}/t.csv and --out-csv (default) {o}/t.csv are one"),
+        ("tables", {"--out-md": "/dev/null", **DERIVED}, "--out-md /dev/null: a device, beside which no CSV or HTML"),
+        ("vocab", {"--out-tgt": "s.vocab", "--out-src": "s.model"}, "--out-tgt {o}/s.vocab and --out-src's .vocab"),
+        ("train", {"--out": "metrics.jsonl", "--checkpoints": "checkpoints"}, "--out {o}/metrics.jsonl and --metrics"),
+    ],
+)
+def test_an_output_a_command_derives_is_guarded_as_one_it_is_given(command, options, said, world, tmp_path, capsys):
+    """Files written where no option names them (the CSV and HTML beside the Markdown, sentencepiece's
+    .vocab, a run's default metrics) collide with no other output, and none is derived from a device."""
+    o = tmp_path / "o"
+    o.mkdir()
+    argv = [command, *given(command, world, o)]
+    for option, value in options.items():
+        argv = (
+            drop(argv, option)
+            if value is None
+            else set_value(argv, option, value if value[0] == "/" else str(o / value))
+        )
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and said.format(o=o) in err, err
+    assert not [p for p in o.iterdir()], "nothing is written"

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Iterator, MutableMapping, TextIO
 
 from aiayn import commands, described
-from aiayn.errors import EXIT_USER, Stopped, explain, note_stop, pending_stop, take_stop
+from aiayn.errors import EXIT_USER, Stopped, UserError, explain, note_stop, pending_stop, take_stop
 from aiayn.io import appendable
 
 # command -> module defining `add_arguments(parser)` and `run(args)`; imported only when called,
@@ -231,11 +231,15 @@ def inputs(command: str | None, args) -> list[str]:
     return found
 
 
-def guard(command: str | None, args) -> None:
-    """Every output of this invocation against its inputs, its other outputs and what is at its path,
-    before any work (`aiayn.io.guard_outputs`), the options classified by the inventory."""
+def paths(command: str | None, args) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
+    """Every path this invocation writes and reads, known before any work: (outputs, inputs), each
+    (what names it, the path, its kind). From the inventory's options; the paths inside its JSON
+    options, where the schema marks them (`aiayn.study.config.paths_in`); and what its library
+    function derives from other options or defaults (`aiayn.inventory.DERIVED`)."""
+    import json
+
     from aiayn import inventory
-    from aiayn.io import guard_outputs
+    from aiayn.study.config import paths_in
 
     kinds = {"output": "file", "output folder": "folder", "output appended": "appended"}
     outputs, inputs = [], []
@@ -244,8 +248,30 @@ def guard(command: str | None, args) -> None:
         for given in [str(v) for v in (value if isinstance(value, list) else [value]) if v]:
             if check.kind in kinds:
                 outputs.append((option, given, kinds[check.kind]))
-            elif check.kind in ("file", "folder", "optional file"):
-                inputs.append((option, given))
+            elif check.kind in ("file", "folder", "optional file", "run folder"):
+                inputs.append((option, given, check.kind))
+            elif check.kind in ("settings", "settings list"):
+                with contextlib.suppress(ValueError):  # JSON the command itself refuses, naming the option
+                    inputs += [(option + at, p, "file") for at, p in paths_in(check.what, json.loads(given))]
+    more_outputs, more_inputs = [], []
+    if command in inventory.DERIVED:
+        import inspect
+
+        module, _, name = inventory.DERIVED[command].rpartition(".")
+        derive = getattr(importlib.import_module(module), name)
+        more_outputs, more_inputs = derive(**{p: getattr(args, p) for p in inspect.signature(derive).parameters})
+    return outputs + more_outputs, inputs + more_inputs
+
+
+def guard(command: str | None, args) -> None:
+    """Every output of this invocation against its inputs, its other outputs and what is at its path,
+    before any work (`aiayn.io.guard_outputs`)."""
+    from aiayn.io import guard_outputs
+
+    outputs, inputs = paths(command, args)
+    for option, path, kind in inputs:
+        if kind in ("folder", "run folder") and os.path.lexists(path) and not os.path.isdir(path):
+            raise UserError(f"{option} {path}: not a folder, where a folder is meant; give the folder's path")
     guard_outputs(outputs, inputs)
 
 

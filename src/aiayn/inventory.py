@@ -7,12 +7,14 @@ fault matrix take their cases from this table.
 A check is named by what does it:
 - `file`: the kind of file read (FILE_KINDS: the reader that refuses a damaged one, in one line
   naming the file; every reader first checks with `aiayn.io.readable` that it is a regular file);
-- `folder`: a folder read (`aiayn.io.readable` is not for folders: the reader lists it);
+- `folder`: a folder read (`aiayn.io.readable` is not for folders: the reader lists it), and no output may
+  lie in it; `run folder`: one the command reads and writes in (a run's checkpoints, the results);
 - `optional file`: a file read where it exists, by the function named, which refuses one it cannot read;
 - `output`, `output folder`, `output appended`: written through `aiayn.io.atomic_paths`, `atomic_dir`,
   or appended (a log; every byte checked); each checked before any work against the invocation's
-  inputs (`file`, `folder`, `optional file`), its other outputs and what is at its path
-  (`aiayn.io.guard_outputs`, called by `aiayn.cli.guard`);
+  inputs (`file`, `folder`, `run folder`, `optional file`, the paths inside its `settings` that the schema
+  marks `x-path`), its other outputs, the files its command derives (`DERIVED`) and
+  what is at its path (`aiayn.io.guard_outputs`, called by `aiayn.cli.guard` with `aiayn.cli.paths`);
 - `settings`, `settings list`: a JSON object (a list of them) checked against the schema's
   definition of that name (several joined by +; workflow/schemas/config.schema.yaml,
   `aiayn.commands.settings`); `experiment settings`: experiment.json's parts, by `aiayn.study.resolve`;
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Check:
-    kind: str  # file, folder, output, output folder, output appended, settings, number, choice, flag, text
+    kind: str  # file, folder, run folder, output, output folder, output appended, settings, number, choice, flag, text
     what: str = ""  # the file kind, the schema definition, or the dotted path of the function that checks it
 
 
@@ -63,6 +65,15 @@ FILE_KINDS = {
     "archive": "aiayn.data.prepare.extract_members",  # tarfile's data filter on every member
     "study config": "aiayn.study.config.load",  # YAML without duplicate keys, then the schema
     "export": "aiayn.evaluation.export.verify_export",  # checksums.sha256 of every file
+}
+
+# the library function of a command that gives the paths it reads and writes beyond its options' (defaults,
+# files derived from an option's path): its parameters are the command's options, by name (aiayn.cli.paths)
+DERIVED = {
+    "download": "aiayn.data.download.derived_files",
+    "train": "aiayn.training.train.derived_files",
+    "vocab": "aiayn.data.vocab.derived_files",
+    "tables": "aiayn.report.tables.derived_files",
 }
 
 # the option every command has
@@ -141,10 +152,10 @@ COMMANDS: dict[str, dict[str, Check]] = {
         "--dev": file("encoded corpus"),
         "--spm-src": file("sentencepiece model"),
         "--spm-tgt": file("sentencepiece model"),
-        "--checkpoints": Check("folder", "aiayn.runtime.checkpoint.newest_readable"),
+        "--checkpoints": Check("run folder", "aiayn.runtime.checkpoint.newest_readable"),
         "--out": OUTPUT,
         "--metrics": APPENDED,
-        "--tensorboard": Check("folder", "aiayn.training.board.Board"),
+        "--tensorboard": Check("run folder", "aiayn.training.board.Board"),
         "--device": text("aiayn.runtime.device.choose_device"),
         "--max-updates": NUMBER,
         "--stop-margin": NUMBER,
@@ -195,7 +206,7 @@ COMMANDS: dict[str, dict[str, Check]] = {
         "--table": CHOICE,
         "--experiments": text("aiayn.report.tables.check_spec"),
         "--config": file("study config"),
-        "--results": Check("folder", "aiayn.report.tables.write_table"),
+        "--results": Check("run folder", "aiayn.report.tables.write_table"),
         "--bootstrap": NUMBER,
         "--baselines": FLAG,
         "--out-md": OUTPUT,

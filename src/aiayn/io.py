@@ -367,17 +367,20 @@ def _same_file(a, b) -> bool:
         return False
 
 
-def guard_outputs(outputs: list[tuple[str, str, str]], inputs: list[tuple[str, str]]) -> None:
+def guard_outputs(outputs: list[tuple[str, str, str]], inputs: list[tuple[str, str, str]]) -> None:
     """Before a command does any work, like `cp` refusing to copy a file onto itself: every output
     `(option, path, kind)` ("file", "folder" written whole, "appended") against every input `(option,
-    path)` of the same invocation (the same path, the same file through a link, an input inside an
-    output folder), against every other output, and against what is at its path (a folder written
-    whole is replaced only when it holds OUTPUT_MARK, or is empty). Refused with one line naming
-    both; nothing is touched."""
+    path, kind)` of the same invocation (the same path, the same file through a link, an input inside
+    an output folder, an output inside a folder the command reads: "folder"; a "run folder" is one it
+    also writes in), against every other output, and against what is at its path (a FIFO, socket or
+    block device is no output; a folder written whole is replaced only when it holds OUTPUT_MARK, or
+    is empty). Refused with one line naming both; nothing is touched."""
     for n, (option, path, kind) in enumerate(outputs):
-        for other, given in inputs:
-            if _same_file(path, given) or (kind == "folder" and _inside(given, path)):
-                what = "holds" if kind == "folder" and not _same_file(path, given) else "is"
+        for other, given, given_kind in inputs:
+            holds = kind == "folder" and _inside(given, path) and not _same_file(path, given)
+            within = given_kind == "folder" and _inside(path, given) and not _same_file(path, given)
+            if _same_file(path, given) or holds or within:
+                what = "holds" if holds else "lies inside" if within else "is"
                 raise UserError(
                     f"{option} {path} {what} the input {other} {given}: writing it would destroy what the command "
                     "reads; give the output another path"
@@ -389,6 +392,10 @@ def guard_outputs(outputs: list[tuple[str, str, str]], inputs: list[tuple[str, s
                     f"{option} {path} and {other} {second} are one place: one output would overwrite the other; "
                     "give each its own path"
                 )
+        st = _stat(Path(path))
+        odd = _kind(st.st_mode) if st else None
+        if odd in ("a FIFO", "a socket", "a block device"):
+            raise UserError(f"{option} {path}: is {odd}, not a file an output can be written to; give a file's path")
         foreign = os.path.isdir(path) and os.listdir(path) and not os.path.lexists(Path(path) / OUTPUT_MARK)
         if kind == "folder" and foreign:
             raise UserError(

@@ -27,6 +27,25 @@ class Incomplete(IOError):
     """The server sent fewer bytes than it announced."""
 
 
+def local_source(url: str) -> str | None:
+    """The file a file: URL (or a bare path) names; None for a URL of the network."""
+    if url.startswith("file://"):
+        return urllib.request.url2pathname(url[len("file://") :])
+    return None if "://" in url else url
+
+
+def part_of(out) -> Path:
+    """Where `out` grows until it is verified."""
+    return Path(out).with_name(Path(out).name + ".part")
+
+
+def derived_files(url: str, out) -> tuple[list, list]:
+    """What `download` reads and writes beyond its options (aiayn.cli.paths): `<out>.part`, and the
+    file a file: URL names."""
+    source = local_source(url)
+    return [("--out's .part", str(part_of(out)), "appended")], [("--url", source, "file")] if source else []
+
+
 def fetch(url: str, part: Path, timeout: float, size: int | None = None, on_block=None) -> None:
     """Append the rest of `url` to `part` (all of it if the server ignores the range), never past
     `size` bytes in all: a server that sends more is refused (and the file removed) as it sends.
@@ -91,9 +110,9 @@ def download(
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     target, through = output_target(out)
-    part = out.with_name(out.name + ".part")
-    if url.startswith("file://") or "://" not in url:
-        source = urllib.request.url2pathname(url[len("file://") :]) if url.startswith("file://") else url
+    part = part_of(out)
+    source = local_source(url)
+    if source is not None:
         readable(source, "the archive (a file: URL, from the mirror setting)")
         if size is not None and Path(source).stat().st_size != size:
             raise UserError(

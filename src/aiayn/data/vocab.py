@@ -271,6 +271,18 @@ def describe_pair(settings: dict, model_src, model_tgt, text_src, text_tgt) -> d
     }
 
 
+def derived_files(vocab: str, out_src, out_tgt) -> tuple[list, list]:
+    """The pieces sentencepiece writes beside each model `train_pair` trains (`<model>.vocab`; under a
+    shared vocabulary the target's model is a copy of the source's, with no pieces of its own):
+    what aiayn.cli.paths adds to the options' paths. `vocab`: the command's JSON settings."""
+    try:
+        shared = json.loads(vocab).get("shared", True)
+    except (ValueError, AttributeError):  # the command refuses it, naming --vocab
+        shared = True
+    models = [("--out-src", out_src)] + ([] if shared else [("--out-tgt", out_tgt)])
+    return [(f"{option}'s .vocab", str(Path(model).with_suffix(".vocab")), "file") for option, model in models], []
+
+
 def train_pair(settings: dict, train_src, train_tgt, out_src, out_tgt, *, threads: int = 1, log=print) -> dict:
     """A dataset's two vocabularies (`settings`: its complete `vocab:` settings), trained on its
     training text: one model written under both names when shared. Returns `describe_pair`."""

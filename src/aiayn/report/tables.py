@@ -16,6 +16,7 @@ paired bootstrap and `aiayn.evaluation.replicates`' stratified test).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -433,6 +434,30 @@ def check_spec(experiments: list) -> None:
             )
 
 
+def table_files(number: int, results, config, out_md=None, out_csv=None, out_html=None) -> tuple[Path, Path, Path]:
+    """Where table `number` is written: `out_md` or the results' tables folder (`results`, else the
+    study `config`'s), the CSV and the HTML beside the Markdown where not given. Derived from a device
+    (/dev/stdout), they would be files beside it: refused, naming the option to give."""
+    if out_md is None:
+        out_md = Layout(str(results or (cfg.load(config)["results"] if config else "results"))).table(number, "md")
+    md = Path(out_md)
+    if (out_csv is None or out_html is None) and os.path.realpath(md.parent) in ("/dev", "/proc/self/fd"):
+        raise UserError(f"--out-md {md}: a device, beside which no CSV or HTML can be written; give "
+                        "--out-csv and --out-html too")  # fmt: skip
+    return md, Path(out_csv or md.with_suffix(".csv")), Path(out_html or md.with_suffix(".html"))
+
+
+def derived_files(table: int, results, config, out_md, out_csv, out_html) -> tuple[list, list]:
+    """The files `tables` writes where no option names them (aiayn.cli.paths): `table_files`' defaults.
+    A config it cannot read, or a device to derive from, is said by write_table itself, in its log."""
+    try:
+        files = table_files(table, results, config, out_md, out_csv, out_html)
+    except UserError:
+        return [], []
+    given = {"--out-md": out_md, "--out-csv": out_csv, "--out-html": out_html}
+    return [(f"{option} (default)", str(path), "file") for (option, v), path in zip(given.items(), files) if not v], []
+
+
 def write_table(
     number: int,
     *,
@@ -470,9 +495,7 @@ def write_table(
         add_directions(rows, experiments)
     if with_baselines and number in (2, 4):
         rows = with_extra_rows(rows, baselines.table_rows(number, layout, experiments))
-    md = Path(out_md or layout.table(number, "md"))
-    csv_path = Path(out_csv or md.with_suffix(".csv"))
-    html_path = Path(out_html or md.with_suffix(".html"))
+    md, csv_path, html_path = table_files(number, layout.results, None, out_md, out_csv, out_html)
     with atomic_paths(md, csv_path, html_path) as (tmp_md, tmp_csv, tmp_html):
         notes = cleaning_note(layout, experiments) if number == 2 else ""
         parts = document(number, rows, study, notes, experiments)  # one document, written twice

@@ -206,18 +206,15 @@ def _holds_training_state(path: Path) -> bool:
     return isinstance(payload, dict) and "optimizer" in payload
 
 
-LOCK = ".train.lock"  # beside a run's folder of checkpoints: held by its one trainer while it trains
-
-
 @contextlib.contextmanager
-def exclusive(folder: str | os.PathLike):
+def exclusive(folder: str | os.PathLike, lock: str | os.PathLike):
     """Hold a run's folder of checkpoints for this process while the block runs: a second trainer
     of the same folder (an orphaned job and its rerun, two Snakemake runs) is refused, naming the
     process that holds it, instead of two runs writing each other's checkpoints. (flock on the file
-    LOCK beside the folder, which stays when the folder is set aside; released when the process
-    ends, however it ends.)"""
+    file `lock` beside the folder, the run's own (aiayn.study.layout.Layout.beside), which stays when
+    the folder is set aside; released when the process ends, however it ends.)"""
     folder = Path(os.path.realpath(folder))  # one lock per folder, whatever link names it
-    lock = folder.parent / LOCK
+    lock = Path(os.path.realpath(lock))
     lock.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
     try:
@@ -231,7 +228,7 @@ def exclusive(folder: str | os.PathLike):
             ) from None
         try:
             os.ftruncate(fd, 0)
-            os.pwrite(fd, f"the process {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+            os.pwrite(fd, f"the process {os.getpid()} on {socket.gethostname()}\n".encode(), 0)  # said to a second
         except OSError as exc:
             exc.filename = str(lock)
             raise

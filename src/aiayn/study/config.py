@@ -156,6 +156,35 @@ def complete(names: str | tuple[str, ...], given: dict, where: str, *, partial: 
     return settings
 
 
+def paths_in(names: str, value) -> list[tuple[str, str]]:
+    """The paths of files the JSON `value` of the settings `names` (a kind, or several joined by +;
+    a list of them for a settings list) names, where the schema marks them `x-path` ("file", or
+    "unless archive": a path on disk only where the object names no archive), each with where it
+    is (".src", "[0].model"): what aiayn.cli's guard counts among a command's inputs."""
+    defs = _schema()["$defs"]
+
+    def walk(node: dict, v, where: str) -> list[tuple[str, str]]:
+        node = {**defs[node["$ref"].rsplit("/", 1)[-1]], **node} if "$ref" in node else node
+        if node.get("x-path"):
+            return [(where, p) for p in (v if isinstance(v, list) else [v]) if isinstance(p, str) and p]
+        found = []
+        if isinstance(v, dict):
+            for key, item in v.items():
+                extra = node.get("additionalProperties")
+                sub = node.get("properties", {}).get(key) or (extra if isinstance(extra, dict) else None)
+                if sub and not (sub.get("x-path") == "unless archive" and v.get("archive")):
+                    found += walk(sub, item, f"{where}.{key}")
+        elif isinstance(v, list) and isinstance(node.get("items"), dict):
+            for i, item in enumerate(v):
+                found += walk(node["items"], item, f"{where}[{i}]")
+        return found
+
+    kinds = [defs.get(name) or _schema()["properties"][name] for name in names.split("+")]
+    items = list(enumerate(value)) if isinstance(value, list) else [(None, value)]
+    found = {hit for kind in kinds for i, item in items for hit in walk(kind, item, "" if i is None else f"[{i}]")}
+    return sorted(found)
+
+
 def defaults(name: str) -> dict:
     """The schema's defaults of the settings `name` (e.g. "decode": beam 4, alpha 0.6, ...)."""
     return complete(name, {}, name)

@@ -13,7 +13,7 @@ results/<experiment>/check.json                  the model's checks before train
 results/<experiment>/checkpoints/                step checkpoints; last.pt, the final model, once training is done
 results/<experiment>/metrics.jsonl               progress and dev loss, JSON lines
 results/<experiment>/tensorboard/                the same as TensorBoard events (with the tensorboard package)
-results/<experiment>/.train.lock                 held by the run's one trainer (aiayn.runtime.checkpoint.LOCK)
+results/<experiment>/train.lock                  held by the run's one trainer (aiayn.runtime.checkpoint.exclusive)
 results/<experiment>/replaced-<date>-<time>/     checkpoints and metrics of an earlier run with other settings
 results/<experiment>/figures/*.png               learning curves and gradient norm, learning rate, attention maps
 results/<experiment>/figures/diagonal.json       the encoder-decoder attention's distance from the diagonal per layer
@@ -97,9 +97,18 @@ class Layout:
         return self.metrics_of(self.checkpoints(experiment))
 
     @staticmethod
+    def beside(checkpoints: str, name: str) -> str:
+        """The run's file `name` beside its folder of step checkpoints: `name` itself where the folder
+        is the layout's `checkpoints/` (one run to an experiment's folder), else `<folder>.<name>`, so
+        that two runs whose folders sit side by side never share a file they write."""
+        folder = str(checkpoints).rstrip("/")
+        own = posixpath.basename(folder)
+        return posixpath.join(posixpath.dirname(folder), name if own == "checkpoints" else f"{own}.{name}")
+
+    @staticmethod
     def metrics_of(checkpoints: str) -> str:
         """The metrics.jsonl of the run whose step checkpoints are in folder `checkpoints`."""
-        return posixpath.join(posixpath.dirname(str(checkpoints).rstrip("/")), "metrics.jsonl")
+        return Layout.beside(checkpoints, "metrics.jsonl")
 
     def tensorboard(self, experiment: str) -> str:
         """The run's TensorBoard event files (aiayn.training.board), where the package is installed."""
@@ -108,7 +117,7 @@ class Layout:
     @staticmethod
     def tensorboard_of(checkpoints: str) -> str:
         """The TensorBoard folder of the run whose step checkpoints are in folder `checkpoints`."""
-        return posixpath.join(posixpath.dirname(str(checkpoints).rstrip("/")), "tensorboard")
+        return Layout.beside(checkpoints, "tensorboard")
 
     @staticmethod
     def replaced(checkpoints: str, stamp: str) -> str:

@@ -248,7 +248,7 @@ def run(trainer: Trainer, stop, *, max_updates: int | None = None) -> int:
             failure = None
             if env.main:
                 try:
-                    held.enter_context(ckpt.exclusive(trainer.files.checkpoints))
+                    held.enter_context(ckpt.exclusive(trainer.files.checkpoints, lock_of(trainer.files.checkpoints)))
                 except UserError as exc:
                     failure = exc
             if env.world_size > 1:  # every rank stops if rank 0 could not hold the folder
@@ -332,6 +332,19 @@ def check_vocabularies(train: Corpus, dev: Corpus | None, spm: dict) -> None:
             f"{dev.path} was encoded with another {side} vocabulary than {train.path}; "
             "encode both with the same sentencepiece models (rerun `snakemake data`)"
         )
+
+
+def lock_of(checkpoints) -> str:
+    """The lock the one trainer of the run whose checkpoints are in `checkpoints` holds."""
+    return Layout.beside(checkpoints, "train.lock")
+
+
+def derived_files(checkpoints, metrics=None, tensorboard=None) -> tuple[list, list]:
+    """What `train` writes that no option names (aiayn.cli.paths): the run's metrics and TensorBoard
+    events beside its checkpoints by default, and its lock (aiayn.study.layout.Layout.beside)."""
+    beside = [("--metrics", metrics, Layout.metrics_of), ("--tensorboard", tensorboard, Layout.tensorboard_of)]
+    files = [(f"{option} (default)", of(checkpoints), "appended") for option, given, of in beside if not given]
+    return [*files, ("the run's lock", lock_of(checkpoints), "appended")], []
 
 
 def train_job(
