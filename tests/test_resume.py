@@ -63,6 +63,30 @@ def test_another_model_or_lowered_steps_start_afresh(tmp_path):
     assert len(list(tmp_path.glob("replaced-*"))) == 2
 
 
+@pytest.mark.parametrize("loss", ["deleted", "cut in half"])
+def test_finished_work_without_a_resume_checkpoint_is_never_trained_over(tmp_path, loss):
+    """Kept checkpoints, a final model and dev records with nothing to resume from (the resume
+    checkpoints deleted, or every one damaged): one line saying what is there and how to start again
+    on purpose, and every file as it was; moved aside, the run starts afresh."""
+    settings = toy.settings(steps=8, keep_checkpoints=2)
+    assert toy.train_in_process(tmp_path, settings) == EXIT_DONE
+    folder = tmp_path / "checkpoints"
+    for path in folder.glob("resume_*.pt"):
+        if loss == "deleted":
+            path.unlink()
+        else:
+            path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    before = {p.name: p.read_bytes() for p in [*folder.iterdir(), tmp_path / "metrics.jsonl"]}
+    with pytest.raises(UserError, match=r"no checkpoint to resume from .* yet this run's work is here \(kept "
+                       r"checkpoints of steps 4 to 8, the final model .*last.pt, 2 dev records in .*; training "
+                       r"from step 0 would rewrite it.*move .*checkpoints and .*metrics.jsonl aside"):  # fmt: skip
+        run(toy.make_trainer(tmp_path, settings), False)
+    assert {p.name: p.read_bytes() for p in [*folder.iterdir(), tmp_path / "metrics.jsonl"]} == before
+    folder.rename(tmp_path / "old-checkpoints")
+    (tmp_path / "metrics.jsonl").rename(tmp_path / "old-metrics.jsonl")
+    assert run(toy.make_trainer(tmp_path, settings), False) == EXIT_DONE
+
+
 def test_raising_steps_or_changing_what_does_not_shape_the_weights_continues(tmp_path):
     assert toy.train_in_process(tmp_path / "straight", toy.settings(steps=12)) == EXIT_DONE
     assert toy.train_in_process(tmp_path / "raised", toy.settings(steps=8)) == EXIT_DONE

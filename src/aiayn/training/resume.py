@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from aiayn.errors import UserError
 from aiayn.runtime import checkpoint, metrics
 from aiayn.runtime.checkpoint import on_grid
 from aiayn.study.layout import Layout
@@ -75,6 +76,18 @@ def reasons(state: dict, ours: dict, model_config: dict, steps: int) -> list[str
     return why
 
 
+def finished_work(files) -> str:
+    """What a run has finished that a start from step 0 would rewrite: kept checkpoints, its final
+    model, dev records of evaluated checkpoints; empty where there is none (a first start, or a
+    run killed before its first checkpoint)."""
+    kept = [step for step, _ in checkpoint.list_checkpoints(files.checkpoints)]
+    dev = len(metrics.read(files.metrics).dev) if files.metrics.exists() else 0
+    said = [f"kept checkpoints of steps {min(kept)} to {max(kept)}" if kept else "",
+            f"the final model {files.out}" if files.out.is_file() else "",
+            f"{dev} dev records in {files.metrics}" if dev else ""]  # fmt: skip
+    return ", ".join(s for s in said if s)
+
+
 def set_aside(checkpoints: Path, metrics: Path, stamp: str) -> Path:
     """Move the checkpoints folder and the metrics of another run beside them, into
     `replaced-<stamp>` (made unique), keeping them; leave an empty checkpoints folder. Returns where."""
@@ -109,7 +122,13 @@ def restore(trainer) -> None:
     (`reasons`); set the folder aside when it is of another; start from step 0 when there is none."""
     files, env = trainer.files, trainer.env
     state = checkpoint.newest_readable(files.checkpoints, trainer.log)
-    if state is None:  # training starts from step 0 (none written yet, or every one damaged): so do its records
+    if state is None:  # training starts from step 0 (none written yet): so do its records
+        if finished := finished_work(files):
+            raise UserError(
+                f"{files.checkpoints}: no checkpoint to resume from (resume_*.pt missing or damaged), yet this run's "
+                f"work is here ({finished}); training from step 0 would rewrite it. To continue, put its newest "
+                f"resume_*.pt back; to start again, move {files.checkpoints} and {files.metrics} aside"
+            )
         if env.main:
             metrics.truncate(files.metrics, 0)
         return
