@@ -93,4 +93,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from aiayn.errors import boundary
+
+    boundary(main, "demo_kernels")

@@ -299,4 +299,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from aiayn.errors import boundary
+
+    boundary(main, "gpu")

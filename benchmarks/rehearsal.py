@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from aiayn.data import mimic  # noqa: E402
+from aiayn.errors import UserError, boundary  # noqa: E402
 from aiayn.io import atomic_write_text  # noqa: E402
 from aiayn.report.format import to_csv, to_markdown  # noqa: E402
 from aiayn.study import config as cfg  # noqa: E402
@@ -79,6 +80,45 @@ def folder_files(folder: Path) -> dict[str, int]:
     return {p.name: p.stat().st_size for p in sorted(folder.glob("*.pt"))} if folder.is_dir() else {}
 
 
+def pairs(text: str) -> dict[str, int]:
+    """--pairs: dataset=N,... over the datasets the paper trains on, N a whole number >= 1."""
+    try:
+        sizes = {k: int(v) for k, v in (item.split("=") for item in text.split(","))}
+    except ValueError:
+        raise UserError(f"--pairs {text!r}: expected dataset=N,..., e.g. wmt14-en-de=4500000") from None
+    wrong = [f"{k}={v}" for k, v in sizes.items() if k not in PAPER_PAIRS or v < 1]
+    if wrong:
+        raise UserError(f"--pairs: {', '.join(wrong)}: each of {', '.join(PAPER_PAIRS)} at 1 pair or more")
+    return sizes
+
+
+def record(path: Path) -> dict:
+    """A record an earlier invocation wrote (progress.json, mirror.json); none yet: {}."""
+    if not path.exists():
+        return {}
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        value = exc
+    if not isinstance(value, dict):
+        raise UserError(f"{path}: not a record of an earlier rehearsal ({value}); delete it to measure that part again")
+    return value
+
+
+def alone(out: Path) -> None:
+    """Hold `out` for this rehearsal while it runs: a second one on it is refused, naming the first."""
+    import fcntl
+
+    fd = os.open(out / "rehearsal.lock", os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 256, 0).decode("utf-8", "replace").strip() or "another process"
+        raise UserError(f"{out} is being rehearsed by {holder}; wait for it to finish or stop it, then run again")
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"the process {os.getpid()}".encode(), 0)  # the lock is held while the process lives
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", default=",".join(f"{k}={v}" for k, v in PAPER_PAIRS.items()),
@@ -88,16 +128,22 @@ def main() -> None:
                         help="the real test data folder (its WMT news sets and newstest2013/2014)")  # fmt: skip
     parser.add_argument("--keep", action="store_true", help="keep every run's checkpoints (needs the disk)")
     args = parser.parse_args()
-    sizes = {k: int(v) for k, v in (item.split("=") for item in args.pairs.split(","))}
+    sizes = pairs(args.pairs)
     out = ROOT / "results" / "rehearsal"
     out.mkdir(parents=True, exist_ok=True)
+    alone(out)
     data = Path(args.data)
     started = time.time()
 
     # 1. the mirror: results/rehearsal/mirror/, its config in mirror.yaml, what made it in mirror.json
     made_path, overlay_path = out / "mirror.json", out / "mirror.yaml"
     config = cfg.merged([ROOT / "config.yaml", ROOT / "profiles/rehearsal/study.yaml"])
-    made = json.loads(made_path.read_text()) if made_path.exists() else {}
+    unknown = [name for name in (args.run.split(",") if args.run else []) if name not in config["experiments"]]
+    if unknown:
+        raise UserError(
+            f"--run: no experiment {', '.join(unknown)} in config.yaml; known: {', '.join(config['experiments'])}"
+        )
+    made = record(made_path)
     if made.get("pairs") != sizes or not overlay_path.exists():
         t0 = time.time()
         samples = {}
@@ -125,7 +171,7 @@ def main() -> None:
     disk.start()
     # what earlier invocations measured (a rehearsal stopped and run again keeps them): progress.json
     progress_path = out / "progress.json"
-    progress = json.loads(progress_path.read_text()) if progress_path.exists() else {}
+    progress = record(progress_path)
     stages, runs = progress.get("stages_s", {}), progress.get("runs", {})
     disk.peak, disk.at = progress.get("peak_disk_bytes", 0), progress.get("peak_disk_stage")
     before_s = progress.get("total_s", 0.0)  # the earlier invocations' time
@@ -193,4 +239,4 @@ def job_row(record: dict) -> dict:
 
 if __name__ == "__main__":
     shutil.which("du") or sys.exit("rehearsal: needs du (coreutils)")
-    main()
+    boundary(main, "rehearsal")

@@ -89,3 +89,56 @@ def test_the_rehearsals_cost_rows_name_their_units(tmp_path):
     for unit in ("max_rss_mib", "max_rss_mb"):
         row = rehearsal.job_row({**record, unit: 5150.6})
         assert (row["job"], row["max_rss_mib"], row["written_mb"]) == ("base-en-de", 5150.6, 7316.4)
+
+
+@pytest.mark.parametrize(
+    "case, said",
+    [
+        ("--pairs wmt14-en-de", "--pairs 'wmt14-en-de': expected dataset=N,..."),
+        ("--pairs wmt14-en-de=0", "--pairs: wmt14-en-de=0: each of wmt14-en-de, wmt14-en-fr at 1 pair or more"),
+        ("--pairs wmt14-de-en=5", "--pairs: wmt14-de-en=5: each of"),
+        (
+            "--pairs wmt14-en-de=5 --run base-en-dee",
+            "--run: no experiment base-en-dee in config.yaml; known: base-en-de,",
+        ),
+        ("progress.json cut", "progress.json: not a record of an earlier rehearsal (Unterminated string"),
+        ("mirror.json empty", "mirror.json: not a record of an earlier rehearsal (Expecting value"),
+        ("a second rehearsal", "results/rehearsal is being rehearsed by the process"),
+    ],
+)
+def test_bad_input_to_the_rehearsal_is_one_line_naming_it(case, said, tmp_path, monkeypatch, capsys):
+    """benchmarks/rehearsal.py, which docs/rehearsal.md tells users to run, has the commands' error
+    boundary: bad input ends it in one line naming the argument or file, before any work."""
+    import fcntl
+    import importlib.util
+    import json
+    import os
+    import shutil
+    import sys
+
+    spec = importlib.util.spec_from_file_location("rehearsal", ROOT / "benchmarks" / "rehearsal.py")
+    rehearsal = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rehearsal)
+    shutil.copy(ROOT / "config.yaml", tmp_path / "config.yaml")
+    shutil.copytree(PROFILE, tmp_path / "profiles" / "rehearsal")
+    out = tmp_path / "results" / "rehearsal"
+    out.mkdir(parents=True)
+    (out / "mirror.json").write_text(json.dumps({"pairs": {"wmt14-en-de": 5}, "archives": {}}))
+    (out / "mirror.yaml").write_text("{}\n")
+    argv = case.split() if case.startswith("--") else ["--pairs", "wmt14-en-de=5"]
+    if case == "progress.json cut":
+        (out / "progress.json").write_text('{"stages_s": {"da')
+    elif case == "mirror.json empty":
+        (out / "mirror.json").write_text("")
+    elif case == "a second rehearsal":
+        fd = os.open(out / "rehearsal.lock", os.O_RDWR | os.O_CREAT)
+        os.write(fd, b"the process 1")
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another open file description: a second rehearsal's own open is refused
+    monkeypatch.setattr(rehearsal, "ROOT", tmp_path)
+    monkeypatch.setattr(sys, "argv", ["rehearsal.py", *argv])
+    monkeypatch.setattr(rehearsal, "snakemake", lambda *a, **k: pytest.fail("the study ran"))
+    with pytest.raises(SystemExit) as ended:
+        rehearsal.boundary(rehearsal.main, "rehearsal")
+    err = capsys.readouterr().err.strip()
+    assert ended.value.code == 2 and err.count("\n") == 0 and said in err, err
+    assert err.startswith("rehearsal: error: ")

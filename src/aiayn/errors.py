@@ -115,3 +115,19 @@ def explain(exc: BaseException, inputs: list[str]) -> tuple[str, int] | None:
     if isinstance(exc, RecursionError):
         return f"{given}: nested too deeply to read (a malformed or adversarial tree?); check the file", EXIT_USER
     return None
+
+
+def boundary(main, name: str) -> None:
+    """Run a script's `main` (benchmarks/rehearsal.py, ...) under the commands' error boundary: an
+    error a user can act on (`explain`) ends it in one line, `<name>: error: ...`, and its exit code;
+    a bug of ours keeps its traceback."""
+    import sys
+
+    try:
+        main()
+    except (Exception, KeyboardInterrupt, Stopped) as exc:
+        said = explain(exc, [])
+        if said is None:
+            raise
+        print(f"{name}: error: {said[0]}", file=sys.stderr, flush=True)
+        sys.exit(said[1])
