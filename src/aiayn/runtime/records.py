@@ -22,6 +22,8 @@ from aiayn.io import readable, write_json
 
 COUNT = {"type": "integer", "minimum": 0}
 FIGURE = {"type": "number"}  # finite: NaN and infinities are refused when the JSON is parsed
+# BLEU, chrF, F1: a score of 150 is no score (sacreBLEU's perfect 100 may come 1e-14 above it)
+PERCENT = {"type": "number", "minimum": 0, "maximum": 100 + 1e-9}
 STEP = {"type": "integer", "minimum": 0}
 TEXT = {"type": "string"}
 
@@ -150,15 +152,15 @@ SCHEMAS = {
     "translation score": record(
         {
             "lines": {"type": "integer", "minimum": 1},
-            "tokenized_bleu": record({"score": FIGURE}, {"hyp_len": COUNT, "ref_len": COUNT}),
-            "sacrebleu": record({"score": FIGURE, "signature": TEXT}),
+            "tokenized_bleu": record({"score": PERCENT}, {"hyp_len": COUNT, "ref_len": COUNT}),
+            "sacrebleu": record({"score": PERCENT, "signature": TEXT}),
         },
-        {"chrf": record({"score": FIGURE}), "hyp": TEXT, "ref": TEXT},
+        {"chrf": record({"score": PERCENT}), "hyp": TEXT, "ref": TEXT},
     ),  # fmt: skip
     "parsing score": record(
         {
             "all": record(
-                {"f1": FIGURE, "precision": FIGURE, "recall": FIGURE, "sentences": COUNT, "error_sentences": COUNT}
+                {"f1": PERCENT, "precision": PERCENT, "recall": PERCENT, "sentences": COUNT, "error_sentences": COUNT}
             )
         },
         {"lines": COUNT, "gold_errors": {"type": "array", "items": COUNT}},
@@ -169,8 +171,8 @@ SCHEMAS = {
             "selected": TEXT,
             "setting": {"type": "object"},
             "metric": {"enum": ["bleu", "f1"]},
-            "value": FIGURE,
-            "candidates": {"type": "array", "items": record({"name": TEXT, "value": FIGURE})},
+            "value": PERCENT,
+            "candidates": {"type": "array", "items": record({"name": TEXT, "value": PERCENT})},
         },
     ),  # fmt: skip
 }

@@ -39,8 +39,8 @@ def optimizer_and_schedule(parameters, tr: dict, d_model: int, device_type: str 
     optimizer = torch.optim.Adam(
         parameters,
         lr=1.0,
-        betas=(tr["adam_beta1"], tr["adam_beta2"]),
-        eps=tr["adam_eps"],
+        betas=(float(tr["adam_beta1"]), float(tr["adam_beta2"])),  # JSON's 0 is an int, which torch refuses
+        eps=float(tr["adam_eps"]),
         fused=device_type in ("cuda", "cpu"),  # one kernel over all parameters
     )
     warmup, scale = tr["warmup_steps"], tr["lr_scale"]
