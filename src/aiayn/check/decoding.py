@@ -15,8 +15,6 @@ from aiayn.data.binary import BOS, EOS, PAD
 from aiayn.model.hparams import init_std
 from aiayn.study import paper
 
-STEPS = 12  # the check's searches generate at most this many tokens (and EOS)
-
 
 def gnmt(length: int, alpha: float) -> float:
     """§6.1's length penalty (Wu et al. 2016): lp(Y) = ((5 + |Y|) / 6)^alpha, |Y| counting EOS."""
@@ -41,11 +39,11 @@ def eval_forward(model, src, tgt_in) -> Departure | None:
 
 
 def search(model, src, beam: int, alpha: float):
-    """The real beam search (the translate rule's) over the source rows of `src`, `beam` best each."""
+    """The real search (the translate rule's) over `src`'s rows, `beam` best each, each to its own length."""
     from aiayn.evaluation.translate import search_batch
 
     rows = [[int(t) for t in row if t not in (PAD, EOS)] for row in src.tolist()]
-    return search_batch(model, rows, beam=beam, alpha=alpha, a=0.0, b=STEPS, nbest=beam, device="cpu",
+    return search_batch(model, rows, beam=beam, alpha=alpha, a=1.0, b=2, nbest=beam, device="cpu",
                         autocast=contextlib.nullcontext)  # fmt: skip
 
 
@@ -92,30 +90,32 @@ def greedy(h, logp, alpha: float) -> str | None:
 
 
 def scripted(alpha: float) -> str | None:
-    """The real search over [EOS] at log P -1 or a token and EOS at -0.99 lp(2): §6.1's penalty makes
-    the longer best (no penalty, for alpha >= 0.1, the shorter)."""
+    """The real search (beam 2, its 1 and 2 best) over a scripted step function against every ending
+    enumerated and ranked by log P / lp: EOS at once at -1, or a token at c and the rest free, c such
+    that ending at once beats the live hypothesis at the current length's lp but not at the maximum's."""
     from aiayn.model.beam import beam_search
 
-    token, long_logp = EOS + 1, -0.99 * gnmt(2, alpha)
+    token, most = EOS + 1, 6
+    c = -(1 + gnmt(most, alpha)) / 2
 
     def step(tokens):  # (rows,) last tokens -> (rows, V) log-probabilities of the next
         logp = torch.full((len(tokens), token + 1), -1e4)
-        first = tokens == BOS
-        logp[first, EOS], logp[first, token] = -1.0, -0.01
-        logp[~first, EOS] = long_logp + 0.01
+        logp[:, EOS], logp[:, token] = torch.where(tokens == BOS, -1.0, 0.0), torch.where(tokens == BOS, c, 0.0)
         return logp
 
-    hyps = beam_search(step, lambda rows: None, max_steps=[3], beam=2, alpha=alpha, bos=BOS, eos=EOS, nbest=2)[0]
-    got = [(h.tokens, round(h.score, 6)) for h in hyps]
-    want = [([token], round(long_logp / gnmt(2, alpha), 6)), ([], -1.0)]
-    return None if got == want else f"on a scripted step function the search returns {got} where §6.1's length " \
-        f"penalty ((5 + |Y|) / 6)^{alpha:g} gives {want}"  # fmt: skip
+    ranked = sorted(([token] * k for k in range(most)), key=lambda y: -(c if y else -1) / gnmt(len(y) + 1, alpha))
+    for n in (1, 2):
+        hyps = beam_search(step, lambda rows: None, max_steps=[most], beam=2, alpha=alpha, bos=BOS, eos=EOS, nbest=n)
+        if [h.tokens for h in hyps[0]] != ranked[:n]:
+            return f"on a scripted step function (EOS at once at log P -1, or a token at {c:.3g}, then free; at " \
+                f"most {most}) the search's {n} best are {[h.tokens for h in hyps[0]]} where §6.1's lp ((5 + " \
+                f"|Y|) / 6)^{alpha:g} ranks {ranked[:n]} best"  # fmt: skip
+    return None
 
 
 def decoding(model, src, tgt_in, task: str) -> tuple[Departure | str | None, dict]:
     """The `decoding` check's first departure (None: none) and what it measured."""
-    setting = paper.DECODE["parsing" if task == "parsing" else "translation"]
-    beam, alpha = setting["beam"], setting["alpha"]
+    beam, alpha = (paper.DECODE["parsing" if task == "parsing" else "translation"][k] for k in ("beam", "alpha"))
     model.eval()
     found = eval_forward(model, src, tgt_in)
     if found is not None:

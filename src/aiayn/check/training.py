@@ -30,8 +30,7 @@ class Training:
         self.history: list[dict] = []  # the trainer's gradients of the updates so far
         self.form, self.departure, self.initial, self.data_wrong = None, None, {}, []
         self.figures = {"logits": 0.0, "loss": 0.0, "gradients": 0.0, "step": 0.0}
-        self.rows, self.lrs, self.updates = 0, [], 0  # rows read; each update's rate, as the trainer applies it
-        self.nonfinite = 0  # the update whose loss was not finite (a rate too high: the trainer stops on it too)
+        self.rows, self.lrs, self.updates, self.nonfinite = 0, [], 0, 0  # rows, rates applied, the update not finite
 
     def on_update(self, up, trainer):
         """One update of the check's run: "data" or "training" where it departs (the run then stops)."""
