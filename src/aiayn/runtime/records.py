@@ -43,6 +43,8 @@ def record(required: dict, optional: dict | None = None) -> dict:
     return {"type": "object", "required": list(required), "properties": {**required, **(optional or {})}}
 
 
+# a tokenized BLEU of a translation score (aiayn.evaluation.score.bleu_scores)
+TOKENIZED_BLEU = record({"score": FIGURE}, {"hyp_len": COUNT, "ref_len": COUNT, "reference": TEXT})
 SCHEMAS = {
     # metrics.jsonl, a line per record (aiayn.runtime.metrics)
     "metrics start": record(
@@ -150,10 +152,10 @@ SCHEMAS = {
     "translation score": record(
         {
             "lines": {"type": "integer", "minimum": 1},
-            "tokenized_bleu": record({"score": FIGURE}, {"hyp_len": COUNT, "ref_len": COUNT}),
+            "tokenized_bleu": TOKENIZED_BLEU,
             "sacrebleu": record({"score": FIGURE, "signature": TEXT}),
         },
-        {"chrf": record({"score": FIGURE}), "hyp": TEXT, "ref": TEXT},
+        {"chrf": record({"score": FIGURE}), "hyp": TEXT, "ref": TEXT, "tokenized_bleu_wmt": TOKENIZED_BLEU},
     ),  # fmt: skip
     "parsing score": record(
         {
