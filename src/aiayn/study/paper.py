@@ -146,7 +146,7 @@ def departures(table: int, exp: dict, *, updates: int, lines: int | None, train_
 
 def chain_departures(table: int, exp: dict) -> list[str]:
     """What in the evaluation chain of an experiment's row is not the paper's: decoding (beam, length
-    penalty, length limit), checkpoint averaging, and how BLEU is tokenized. `exp` needs "task",
+    penalty, length limit), checkpoint averaging, how BLEU is tokenized and its reference. `exp` needs "task",
     "preset", "decode", "average" and (translation) "pair" and "scoring"."""
     out = _mismatches(exp["decode"], DECODE[exp["task"]])
     averaged = AVERAGE.get(exp["preset"], 1) if table == 2 else 1
@@ -161,6 +161,9 @@ def chain_departures(table: int, exp: dict) -> list[str]:
         if bool(scoring.get("compound_split")) != protocol["compound_split"]:
             split = "with" if scoring.get("compound_split") else "without"
             out.append(f"BLEU {split} compound splitting (paper {'with' if protocol['compound_split'] else 'without'})")
+        reference = scoring.get("reference", "wmt")
+        if reference != protocol["reference"]:
+            out.append(f"BLEU against {REFERENCE[reference]} (paper: {REFERENCE[protocol['reference']]})")
     return out
 
 
@@ -182,8 +185,9 @@ def chain_line(chain: dict) -> str:
     how = ""
     if chain["task"] == "translation":
         split = " and compound-split" if protocol and protocol["compound_split"] else ""
+        against = f" against {REFERENCE['t2t']}" if protocol and protocol["reference"] == "t2t" else ""
         how = (
-            f", BLEU Moses-tokenized -l {protocol['moses_lang']}{split}"
+            f", BLEU Moses-tokenized -l {protocol['moses_lang']}{split}{against}"
             if protocol
             else ", BLEU as configured (a language pair the paper did not score)"
         )
