@@ -9,15 +9,24 @@ import shutil
 import subprocess
 import sys
 import unicodedata
+from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import real_data
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aiayn.errors import UserError
 from aiayn.evaluation import moses
-from aiayn.evaluation.score import bleu_scores, compound_split, multi_bleu, paper_tokenize, score_file
+from aiayn.evaluation.score import (
+    bleu_scores,
+    compound_split,
+    multi_bleu,
+    paper_tokenize,
+    score_file,
+    t2t_reference,
+)
 from aiayn.parsing.evalb import evalb
 from aiayn.runtime.lines import read_lines
 
@@ -232,6 +241,62 @@ def test_an_all_empty_output_scores_zero_and_says_so(tmp_path):
     assert (t["score"], t["hyp_len"], t["ref_len"], t["empty_output"]) == (0.0, 0, 7, True)
     assert any("the output is empty" in m for m in logged)
     assert '"empty_output": true' in (tmp_path / "s.json").read_text()
+
+
+# -- the reference the paper's team scored against (tensorflow/tensor2tensor#317) ----------------------
+def test_t2t_reference_changes_every_double_quote_of_the_real_newstest2014_and_nothing_else():
+    """tensor2tensor's released newstest2014 reference has newstest2014.de's Unicode double quotes as
+    ": line for line on the real file, every „ “ ” becomes " and every other character stays (its
+    single quotes ,Wort‘ and ›Grub‹ too); its 330 „ and 329 “ on 305 of its 3,003 lines; once
+    tokenized, only those 659 tokens differ, each now &quot;, and the 64,496 tokens stay 64,496.
+    Scored against each other, the two score 97.79."""
+    ref = lines(real_data("wmt14", "en-de", "newstest2014.de"))
+    ours = t2t_reference(ref)
+    changed, kept = Counter(), Counter()
+    for i, (line, new) in enumerate(zip(ref, ours, strict=True)):
+        assert len(line) == len(new), i
+        for was, now in zip(line, new):
+            if was in "„“”":
+                changed[was, now] += 1
+            else:
+                assert was == now, (i, line, new)
+                kept.update(was if was in "‘’‚‹›«»'\"" else "")
+    assert len(ref) == 3003 and changed == {("„", '"'): 330, ("“", '"'): 329}
+    assert kept == {'"': 492, "'": 41, "‘": 5, "‹": 1, "›": 1}
+    assert sum(a != b for a, b in zip(ref, ours)) == 305
+    wmt, t2t = (paper_tokenize(x, "de", split_compounds=True) for x in (ref, ours))
+    words = [(" ".join(x)).split() for x in (wmt, t2t)]
+    assert len(words[0]) == len(words[1]) == 64496
+    assert Counter((a, b) for a, b in zip(*words) if a != b) == {("„", "&quot;"): 330, ("“", "&quot;"): 329}
+    # what the quotes are worth (docs/decoding.md): the reference scored against itself with the other's quotes
+    assert multi_bleu(wmt, t2t)["line"].startswith("BLEU = 97.79, ")
+
+
+def test_t2t_reference_of_every_quote_kind():
+    line = "„Ja“, sagte er, ”nein” und ,so‘ ‚so‘ ’so’ ›so‹ «so» \"so\" 'so'"
+    assert t2t_reference([line]) == ['"Ja", sagte er, "nein" und ,so‘ ‚so‘ ’so’ ›so‹ «so» "so" \'so\'']
+
+
+def test_bleu_against_t2ts_reference_is_the_original_tools_with_their_quotes_as_t2ts(tmp_path):
+    """On bleu/, against t2t's reference: multi-bleu.perl's figure on the original tools' tokens with
+    each „ and “ token made &quot;; WMT's reference's figure is multi-bleu.perl's own line beside it,
+    and the score's line says both."""
+    tokens = [re.sub(r"(?<!\S)[„“](?!\S)", "&quot;", line) for line in lines(BLEU / "ref.tok.atat.de")]
+    want = multi_bleu(lines(BLEU / "hyp.tok.atat.de"), tokens)["line"]
+    logged = []
+    scoring = {"moses_lang": "de", "compound_split": True, "sacrebleu_tokenize": "13a", "reference": "t2t"}
+    s = score_file("translation", BLEU / "hyp.de", BLEU / "ref.de", tmp_path / "s.json", scoring=scoring,
+                   log=logged.append)  # fmt: skip
+    ours, wmt = s["tokenized_bleu"], s["tokenized_bleu_wmt"]
+    assert (ours["line"], ours["reference"], ours["quotes_changed"]) == (want, "t2t", 50)
+    assert want.startswith("BLEU = 89.98, ")  # 0.87 below WMT's: the output keeps 42 of the 50 „ “
+    expected = (BLEU / "expected.multi-bleu.txt").read_text().splitlines()[0]
+    assert (expected.startswith(wmt["line"]), wmt["reference"]) == (True, "wmt")
+    assert "tokenized BLEU 89.98 against the reference with t2t's quotes (50 „ “ ” as \"; 90.85 against WMT's " \
+        "reference), sacreBLEU" in logged[-1]  # fmt: skip
+    assert bleu_scores(["x"], ["x"], moses_lang="de", compound_split=True, sacrebleu_tokenize="13a").keys() == (
+        s.keys() - {"tokenized_bleu_wmt", "hyp", "ref", "input_dependence"}
+    )  # WMT's reference alone: one tokenized BLEU
 
 
 PERL_ONE_LINERS = {

@@ -36,6 +36,8 @@ def fabricate(
     steps_done,
     *,
     sacre=None,
+    reference="t2t",
+    wmt=None,
     hours=2.0,
     gpus=8,
     device="NVIDIA H100 80GB HBM3",
@@ -78,9 +80,11 @@ def fabricate(
     if bleu is not None:
         score = {
             "lines": lines_scored,
-            "tokenized_bleu": {"score": bleu},
+            "tokenized_bleu": {"score": bleu, "reference": reference},
             "sacrebleu": {"score": sacre or bleu - 0.7, "signature": "nrefs:1|tok:13a"},
         }
+        if wmt is not None:  # the same against WMT's reference
+            score["tokenized_bleu_wmt"] = {"score": wmt, "reference": "wmt"}
         (folder / f"{testset}.score.json").write_text(json.dumps(score))
 
 
@@ -111,7 +115,7 @@ def spec(name, bleu_paper, steps=100000, *, preset="base", model=None, eps_ls=0.
         "model": model or {"base": BASE, "big": BIG}[preset],
         "eps_ls": eps_ls,
         "paper": {"bleu": bleu_paper},
-        "scoring": {"moses_lang": "de", "compound_split": True, "sacrebleu_tokenize": "13a"},
+        "scoring": {"moses_lang": "de", "compound_split": True, "sacrebleu_tokenize": "13a", "reference": "t2t"},
         "preset": preset,
         "task": "translation",
         "pair": ["en", "de"],
@@ -121,12 +125,20 @@ def spec(name, bleu_paper, steps=100000, *, preset="base", model=None, eps_ls=0.
 
 
 def test_table2_cells_deltas_and_pending(tmp_path):
-    fabricate(tmp_path, "base-en-de", "newstest2014", 27.9, 100000, sacre=27.1)
+    fabricate(tmp_path, "base-en-de", "newstest2014", 27.9, 100000, sacre=27.1, wmt=27.7)
     fabricate(tmp_path, "big-en-de", "newstest2014", None, 120000)  # still training
     specs = [spec("base-en-de", 27.3), spec("big-en-de", 28.4, 300000, preset="big"), spec("base-en-fr", 38.1)]
     rows = build(2, tmp_path, specs)
     base, big, fr = rows
     assert base["status"] == "done" and base["bleu"] == 27.9 and base["delta"] == pytest.approx(0.6)
+    # the paper's figure is compared with ours against its team's reference; WMT's is beside it
+    assert (base["bleu_reference"], base["bleu_wmt"]) == ("t2t", 27.7)
+    assert (big["bleu_reference"], big["bleu_wmt"]) == (None, None)
+    # a score against WMT's reference, as every score before references were named, is not the paper's setting
+    fabricate(tmp_path / "old", "base-en-de", "newstest2014", 27.9, 100000, reference="wmt")
+    (old,) = build(2, tmp_path / "old", specs[:1])
+    assert (old["bleu_reference"], old["bleu_wmt"], old["delta"]) == ("wmt", 27.9, None)
+    assert old["setting"] == "not comparable: BLEU against WMT's reference (paper: the reference with t2t's quotes)"
     assert base["setting"] == "the paper's" and base["updates"] == "100,000 of 100,000"
     assert base["hardware"] == "8 x NVIDIA H100 80GB HBM3" and base["tgt_tokens_per_update"] == 25000
     assert big["setting"] == "not comparable: 120,000 of 300,000 updates" and big["delta"] is None
@@ -140,12 +152,14 @@ def test_table2_cells_deltas_and_pending(tmp_path):
     # CSV and Markdown carry the same values: ours right under the paper's row, the rest in its note
     md = squeeze(markdown_document(2, rows, experiments=specs))
     table = list(csv.DictReader(io.StringIO(to_csv(rows))))
-    assert table[0]["bleu"] == "27.9"
+    assert (table[0]["bleu"], table[0]["bleu_reference"], table[0]["bleu_wmt"]) == ("27.9", "t2t", "27.7")
     assert "| Transformer (base) | 27.3 | 38.1 | 3.3e18 | 3.3e18 |\n| ours: base [1] | 27.90 |  | 3.9e18 |  |" in md
     assert "| Transformer (big) | 28.4 | 41.8 | 2.3e19 | 2.3e19 |\n| ours: big [2] | at 40 % |  | 3.9e18 |  |" in md
     notes = flat(md)
-    assert "1. base-en-de (EN-DE, newstest2014, 3,003 lines): sacreBLEU 27.10; +0.60 against the paper; the " \
-        "paper's setting; 8 x NVIDIA H100 80GB HBM3, 16.00 device-hours" in notes  # fmt: skip
+    assert "1. base-en-de (EN-DE, newstest2014, 3,003 lines): BLEU 27.90 against the reference with t2t's " \
+        "quotes, 27.70 against WMT's reference; sacreBLEU 27.10; +0.60 against the paper; the paper's setting; " \
+        "8 x NVIDIA H100 80GB HBM3, 16.00 device-hours" in notes  # fmt: skip
+    assert 'against the reference bleu_reference names: "t2t", the test set\'s with every „ “ ” made "' in notes
     assert "2. big-en-de (EN-DE, newstest2014): running: step 120,000 of 300,000; not comparable: 120,000 of " \
         "300,000 updates;" in notes  # fmt: skip
     assert "3. base-en-fr (EN-DE, newstest2014): pending;" in notes
@@ -251,7 +265,7 @@ def test_a_run_that_is_not_the_papers_setting_gets_no_delta_and_says_why(tmp_pat
 
 
 def test_each_papers_setting_difference_is_named(tmp_path):
-    fabricate(tmp_path, "big-en-fr", "newstest2014", 41.0, 300000)
+    fabricate(tmp_path, "big-en-fr", "newstest2014", 41.0, 300000, reference="wmt")
     fr = {**spec("big-en-fr", 41.8, 300000, preset="big", model={**BIG, "P_drop": 0.1}), "pair": ["en", "fr"]}
     fr["decode"] = {**fr["decode"], "beam": 5}
     fr["scoring"] = {"moses_lang": "fr", "compound_split": False, "sacrebleu_tokenize": "13a"}
@@ -276,21 +290,25 @@ def test_each_papers_setting_difference_is_named(tmp_path):
         ({"decode": {"beam": 1, "alpha": 0.6, "max_len_a": 1.0, "max_len_b": 50}}, "beam 1 (paper 4)"),
         ({"decode": {"beam": 4, "alpha": 0.0, "max_len_a": 1.0, "max_len_b": 50}}, "alpha 0.0 (paper 0.6)"),
         (
-            {"scoring": {"moses_lang": "de", "compound_split": False, "sacrebleu_tokenize": "13a"}},
+            {"scoring": {"moses_lang": "de", "compound_split": False, "sacrebleu_tokenize": "13a", "reference": "t2t"}},
             "BLEU without compound splitting (paper with)",
         ),
         (
-            {"scoring": {"moses_lang": "en", "compound_split": True, "sacrebleu_tokenize": "13a"}},
+            {"scoring": {"moses_lang": "en", "compound_split": True, "sacrebleu_tokenize": "13a", "reference": "t2t"}},
             "BLEU tokenized as en (paper: Moses -l de)",
         ),
+        (
+            {"scoring": {"moses_lang": "de", "compound_split": True, "sacrebleu_tokenize": "13a", "reference": "wmt"}},
+            "BLEU against WMT's reference (paper: the reference with t2t's quotes)",
+        ),
     ],  # fmt: skip
-    ids=["no_averaging", "beam", "length_penalty", "no_compound_split", "tokenized_as_en"],
+    ids=["no_averaging", "beam", "length_penalty", "no_compound_split", "tokenized_as_en", "wmt_reference"],
 )
 def test_an_evaluation_chain_off_the_papers_is_said_in_the_row_and_at_scoring(tmp_path, change, said):
     """The five ways a figure misses the paper although the loss looks fine: no averaging, beam,
     length penalty, tokenization; each in the row's setting and in the score step's one line."""
-    fabricate(tmp_path, "base-en-de", "newstest2014", 27.9, 100000)
     exp = {**spec("base-en-de", 27.3), **change}
+    fabricate(tmp_path, "base-en-de", "newstest2014", 27.9, 100000, reference=exp["scoring"]["reference"])
     (row,) = build(2, tmp_path, [exp])
     assert row["setting"] == f"not comparable: {said}" and row["delta"] is None
     line = paper.chain_line({**exp, "table": 2})
@@ -304,11 +322,12 @@ def test_the_papers_evaluation_chain_is_said_as_such():
     line = paper.chain_line({**spec("base-en-de", 27.3), "table": 2})
     assert line == (
         "evaluation chain of base-en-de: the paper's Table 2 row's (beam 4, alpha 0.6, 5 checkpoints averaged, "
-        "BLEU Moses-tokenized -l de and compound-split)"
+        "BLEU Moses-tokenized -l de and compound-split against the reference with t2t's quotes)"
     )
     t3 = {**spec("base-en-de", None, average=1), "table": 3}
     assert paper.chain_line(t3).endswith(
-        "(beam 4, alpha 0.6, no averaging, BLEU Moses-tokenized -l de and compound-split)"
+        "(beam 4, alpha 0.6, no averaging, BLEU Moses-tokenized -l de and compound-split against the reference "
+        "with t2t's quotes)"
     )
 
 

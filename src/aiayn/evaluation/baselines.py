@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from aiayn.evaluation.score import bleu_scores
+from aiayn.evaluation.score import bleu_scores, reference_cells
 from aiayn.parsing.evalb import evalb
 from aiayn.parsing.trees import Tree, parse_trees
 from aiayn.runtime.lines import read_lines
@@ -82,6 +82,7 @@ def translation_rows(layout: Layout, exp: dict) -> list[dict]:
                 "status": "done",
                 "setting": SETTINGS[name],
                 "bleu": s["tokenized_bleu"]["score"],
+                **reference_cells(s),
                 "sacrebleu": s["sacrebleu"]["score"],
                 "lines": s["lines"],
             }

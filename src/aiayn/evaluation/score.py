@@ -6,6 +6,10 @@
   2017), for EN-DE every intra-word hyphen rewritten as ' ##AT##-##AT## ' (one pass, as the perl
   one-liner does), then multi-bleu.perl on the tokens (`multi_bleu`: no smoothing, so an order
   without a matching n-gram makes BLEU 0);
+- the reference of that tokenized BLEU (`reference`): the test set's as WMT distributes it ("wmt"),
+  or ("t2t") the same with its quotes as tensor2tensor's released EN-DE reference has them
+  (`t2t_reference`), which the paper's figures were scored against; with "t2t" the WMT
+  reference's figure is computed too (`tokenized_bleu_wmt`). sacreBLEU is always WMT's;
 - `score_file` scores one test set's file (parses by `aiayn.parsing.evalb.score_parses`), and
   `paired_bootstrap_p` compares two systems (Table 3).
 """
@@ -51,6 +55,20 @@ def paper_tokenize(lines: list[str], lang: str, split_compounds: bool) -> list[s
 def words(line: str) -> list[str]:
     """perl's `split` (awk mode) on a line read as bytes: runs of ASCII white space separate words."""
     return [w for w in ASCII_SPACE.split(line) if w]
+
+
+# tensor2tensor's released newstest2014 German reference (gs://tensor2tensor-checkpoints/transformer_ende_test/
+# newstest2014.tok.de), which the paper's EN-DE BLEU was scored against, is newstest2014.de with its Unicode
+# double quotes made " by hand, which tokenizer.perl then writes &quot; (M. Popel in tensorflow/tensor2tensor#317:
+# no Moses script does it; replace-unicode-punctuation.perl leaves „). newstest2014.de holds 330 „ and 329 “,
+# no ”; its 7 single quotes (,Wort‘ and ›Grub‹), whose fate in that file nobody has said, stay as they are.
+T2T_QUOTES = "\u201e\u201c\u201d"  # „ “ ”
+
+
+def t2t_reference(lines: list[str]) -> list[str]:
+    """The reference as tensor2tensor's released one has it: every „ “ ” as \"."""
+    table = str.maketrans(dict.fromkeys(T2T_QUOTES, '"'))
+    return [line.translate(table) for line in lines]
 
 
 CLOSEST = 9999  # multi-bleu.perl's ($closest_diff, $closest_length) before the first reference
@@ -121,18 +139,35 @@ def check_lines(hyp: list[str], ref: list[str], hyp_name: str, ref_name: str, ex
 
 
 def bleu_scores(
-    hyp: list[str], ref: list[str], *, moses_lang: str, compound_split: bool, sacrebleu_tokenize: str
+    hyp: list[str],
+    ref: list[str],
+    *,
+    moses_lang: str,
+    compound_split: bool,
+    sacrebleu_tokenize: str,
+    reference: str = "wmt",
 ) -> dict:
-    """Both BLEU protocols and chrF for aligned hypothesis and reference lines."""
+    """Both BLEU protocols and chrF for aligned hypothesis and reference lines; the tokenized BLEU
+    against `reference` ("wmt" or "t2t", paper.REFERENCE), and with "t2t" against WMT's too."""
     bleu = sacrebleu.metrics.BLEU(tokenize=sacrebleu_tokenize)
     detok = bleu.corpus_score(hyp, [ref])
     chrf = sacrebleu.metrics.CHRF()
     chrf_score = chrf.corpus_score(hyp, [ref])
     # multi-bleu.perl smooths nothing; sacreBLEU's column keeps sacreBLEU's own defaults (exp
     # smoothing), as its signature says
-    tokenized = multi_bleu(
-        paper_tokenize(hyp, moses_lang, compound_split), paper_tokenize(ref, moses_lang, compound_split)
-    )
+    hyp_tokens = paper_tokenize(hyp, moses_lang, compound_split)
+
+    def tokenized(lines: list[str], name: str) -> dict:
+        ref_tokens = paper_tokenize(lines, moses_lang, compound_split)
+        return {**multi_bleu(hyp_tokens, ref_tokens), "moses_lang": moses_lang, "compound_split": compound_split,
+                "reference": name}  # fmt: skip
+
+    if reference not in paper.REFERENCE:
+        raise ValueError(f"reference {reference!r}: one of {', '.join(paper.REFERENCE)}")
+    ours = wmt = tokenized(ref, "wmt")
+    if reference == "t2t":
+        quotes = sum(line.count(q) for line in ref for q in T2T_QUOTES)
+        ours = {**tokenized(t2t_reference(ref), "t2t"), "quotes_changed": quotes}
     return {
         "lines": len(hyp),
         "sacrebleu": {
@@ -144,7 +179,8 @@ def bleu_scores(
             "precisions": detok.precisions,
         },
         "chrf": {"score": chrf_score.score, "signature": str(chrf.get_signature())},
-        "tokenized_bleu": {**tokenized, "moses_lang": moses_lang, "compound_split": compound_split},
+        "tokenized_bleu": ours,
+        **({"tokenized_bleu_wmt": wmt} if ours is not wmt else {}),
     }
 
 
@@ -162,6 +198,28 @@ def sacrebleu_score(result) -> float:
     if not math.isclose(score, result.score, rel_tol=1e-12, abs_tol=1e-12):
         raise RuntimeError(f"sacreBLEU {sacrebleu.__version__} computes BLEU otherwise ({result.score} here {score})")
     return score
+
+
+def reference_said(scores: dict) -> str:
+    """What the score's line says of the tokenized BLEU's reference, where it is not WMT's."""
+    ours = scores["tokenized_bleu"]
+    if ours["reference"] == "wmt":
+        return ""
+    return (
+        f' against {paper.REFERENCE[ours["reference"]]} ({ours["quotes_changed"]:,} „ “ ” as "; '
+        f"{scores['tokenized_bleu_wmt']['score']:.2f} against {paper.REFERENCE['wmt']})"
+    )
+
+
+def reference_cells(scores: dict | None) -> dict:
+    """Table 2's cells beside a score's tokenized BLEU: `bleu_reference`, the reference it was scored
+    against ("t2t" or "wmt"; a score written before the reference was named was WMT's), and
+    `bleu_wmt`, the same BLEU against WMT's reference."""
+    if scores is None:
+        return {"bleu_reference": None, "bleu_wmt": None}
+    reference = scores["tokenized_bleu"].get("reference", "wmt")
+    wmt = scores["tokenized_bleu"] if reference == "wmt" else scores.get("tokenized_bleu_wmt", {})
+    return {"bleu_reference": reference, "bleu_wmt": wmt.get("score")}
 
 
 def paired_bootstrap_p(ref: list[str], base: list[str], system: list[str], samples: int) -> float:
@@ -189,7 +247,7 @@ def score_file(
     log=print,
 ) -> dict:
     """Score one decoded test set and write the scores (JSON): for translation both BLEU protocols
-    and chrF (`scoring`: moses_lang, compound_split, sacrebleu_tokenize), for parsing EVALB of the
+    and chrF (`scoring`: moses_lang, compound_split, sacrebleu_tokenize, reference), for parsing EVALB of the
     restored parses against the gold trees. `chain`, the run's row (Study.evaluation_chain), gets
     one log line: its decoding, averaging and BLEU tokenization against the paper's row. Returns the
     scores."""
@@ -223,6 +281,7 @@ def score_file(
         moses_lang=scoring["moses_lang"],
         compound_split=scoring["compound_split"],
         sacrebleu_tokenize=scoring["sacrebleu_tokenize"],
+        reference=scoring.get("reference", "wmt"),
     )
     scores.update(hyp=str(hyp_path), ref=str(ref_path))
     scores["input_dependence"] = dependence.measure(hyp, ref)
@@ -243,7 +302,7 @@ def score_file(
     if scores["tokenized_bleu"]["empty_output"]:
         log(f"{hyp_path}: the output is empty (no word on any of its {len(hyp)} lines): BLEU 0.00")
     log(
-        f"{hyp_path}: tokenized BLEU {scores['tokenized_bleu']['score']:.2f}, "
+        f"{hyp_path}: tokenized BLEU {scores['tokenized_bleu']['score']:.2f}{reference_said(scores)}, "
         f"sacreBLEU {scores['sacrebleu']['score']:.2f} ({scores['sacrebleu']['signature']}), {scores['lines']} lines"
     )
     return scores

@@ -183,6 +183,14 @@ def p_value_phrase(row: dict) -> str | None:
     return f"p = {row['p_value_vs_base']:.4f} against base{said} ({row['test']})"
 
 
+def reference_phrase(row: dict) -> str | None:
+    """Table 2's BLEU against WMT's reference, where the row's BLEU is against another."""
+    if row.get("bleu_wmt") is None or row.get("bleu_reference") in (None, "wmt"):
+        return None
+    ours = paper.REFERENCE[row["bleu_reference"]]
+    return f"BLEU {row['bleu']:.2f} against {ours}, {row['bleu_wmt']:.2f} against {paper.REFERENCE['wmt']}"
+
+
 def delta_phrase(row: dict) -> str | None:
     """Our figure less the paper's, where the row is the paper's setting (Tables 2 and 4's `delta`)."""
     return None if row.get("delta") is None else f"{row['delta']:+.2f} against the paper"
@@ -232,7 +240,8 @@ def note(number: int, row: dict, pair: str | None = None, base: tuple[str, int] 
     if number == 2:
         where = f"{pair}, {row.get('testset')}" + (f", {row['lines']:,} lines" if row.get("lines") else "")
         parts += [
-            seeds_phrase(row, (("bleu", "BLEU"), ("sacrebleu", "sacreBLEU"))),
+            seeds_phrase(row, (("bleu", "BLEU"), ("bleu_wmt", "BLEU on WMT's"), ("sacrebleu", "sacreBLEU"))),
+            reference_phrase(row),
             f"sacreBLEU {row['sacrebleu']:.2f}" if row.get("sacrebleu") is not None else None,
             delta_phrase(row),
             setting_phrase(row.get("setting")),

@@ -68,7 +68,8 @@ INPUTS_NOTE = (
 
 SETTING_NOTE = (
     "\nsetting: \"the paper's\" when the run is the paper's setting of its row (model, updates and tokens per "
-    "update, decoding, checkpoint averaging, test set and its size, training data size, aiayn.study.paper); "
+    "update, decoding, checkpoint averaging, BLEU's tokenization and reference, test set and its size, training data "
+    "size, aiayn.study.paper); "
     "otherwise "
     "what differs, and no delta against the paper is printed.\n"
 )
@@ -118,8 +119,12 @@ def column_note(number: int) -> str:
     if number == 2:
         peaks = ", ".join(f"{k} {v['fp32'] / 1e12:g}" for k, v in PEAKS.items() if "fp32" in v)
         return (
-            "\nbleu: tokenized BLEU as the paper measured it (Moses tokenizer, compound splitting for EN-DE); "
-            f"sacrebleu: detokenized sacreBLEU; delta = bleu - paper_bleu. tgt_tokens_per_update: the target tokens "
+            "\nbleu: tokenized BLEU as the paper measured it (Moses tokenizer, compound splitting for EN-DE), "
+            'against the reference bleu_reference names: "t2t", the test set\'s with every „ “ ” made " (as '
+            "tensor2tensor's released newstest2014 reference has them, which the paper's EN-DE figures were scored "
+            'against: tensorflow/tensor2tensor#317); "wmt", as WMT distributes it. bleu_wmt: the same BLEU against '
+            "WMT's reference; sacrebleu: detokenized sacreBLEU, against WMT's reference; delta = bleu - paper_bleu. "
+            f"tgt_tokens_per_update: the target tokens "
             "of an update as trained, on the mean (the paper's §5.1 batch: about 25,000 source and 25,000 target "
             f"tokens). {SEEDS_NOTE} Training cost by the "
             f"paper's footnote 5 (hours x GPUs x the GPU's FP32 TFLOPS: {peaks}); device_hours: wall hours trained "

@@ -24,7 +24,7 @@ import pandas as pd
 from aiayn.errors import UserError
 from aiayn.evaluation import baselines, dependence
 from aiayn.evaluation.replicates import SIGNIFICANCE, mean_and_spread, stratified_ar_p
-from aiayn.evaluation.score import paired_bootstrap_p
+from aiayn.evaluation.score import paired_bootstrap_p, reference_cells
 from aiayn.io import atomic_paths, readable
 from aiayn.report.format import to_csv
 from aiayn.report.notes import cleaning_note, document, html_of, markdown_of
@@ -129,7 +129,7 @@ def _status(exp: dict, metrics: dict, scored: bool, inputs: dict | None = None) 
 
 
 # the figures of a row that are averaged over its seeds (each with its spread, `<key>_s_sel`)
-SEED_METRICS = {2: ("bleu", "sacrebleu"), 3: ("dev_ppl", "dev_bleu"), 4: ("f1", "precision", "recall")}
+SEED_METRICS = {2: ("bleu", "bleu_wmt", "sacrebleu"), 3: ("dev_ppl", "dev_bleu"), 4: ("f1", "precision", "recall")}
 # the figure a row's delta against the paper is taken of
 DELTA_OF = {2: ("bleu", "bleu"), 4: ("f1", "f1")}
 
@@ -218,6 +218,9 @@ def row2(layout: Layout, exp: dict) -> dict:
     theirs = exp["paper"].get("bleu")
     flops = m["flops"]
     peak = peak_flops(m["device"], m["precision"]) if m["device"] else None  # the run's own arithmetic
+    cells = reference_cells(s)
+    if s:  # the reference the score was scored against, whatever the config says now
+        exp = {**exp, "scoring": {**exp["scoring"], "reference": cells["bleu_reference"]}}
     run = what_was_run(2, exp, m, s, layout, "bleu")
     inputs = dependence.of_score(s, "translation")
     status = _status(exp, m, bool(s), inputs)
@@ -228,6 +231,7 @@ def row2(layout: Layout, exp: dict) -> dict:
         "status": status,
         "paper_bleu": theirs,
         "bleu": ours,
+        **cells,
         "delta": ours - theirs if ours is not None and run["comparable"] and status == "done" else None,
         **run,
         "sacrebleu": s["sacrebleu"]["score"] if s else None,

@@ -45,6 +45,8 @@ def record(required: dict, optional: dict | None = None) -> dict:
     return {"type": "object", "required": list(required), "properties": {**required, **(optional or {})}}
 
 
+# a tokenized BLEU of a translation score (aiayn.evaluation.score.bleu_scores)
+TOKENIZED_BLEU = record({"score": PERCENT}, {"hyp_len": COUNT, "ref_len": COUNT, "reference": TEXT})
 SCHEMAS = {
     # metrics.jsonl, a line per record (aiayn.runtime.metrics)
     "metrics start": record(
@@ -152,10 +154,10 @@ SCHEMAS = {
     "translation score": record(
         {
             "lines": {"type": "integer", "minimum": 1},
-            "tokenized_bleu": record({"score": PERCENT}, {"hyp_len": COUNT, "ref_len": COUNT}),
+            "tokenized_bleu": TOKENIZED_BLEU,
             "sacrebleu": record({"score": PERCENT, "signature": TEXT}),
         },
-        {"chrf": record({"score": PERCENT}), "hyp": TEXT, "ref": TEXT},
+        {"chrf": record({"score": PERCENT}), "hyp": TEXT, "ref": TEXT, "tokenized_bleu_wmt": TOKENIZED_BLEU},
     ),  # fmt: skip
     "parsing score": record(
         {

@@ -296,7 +296,7 @@ class Study:
     def bleu_scoring(self, dataset: str) -> dict:
         """How BLEU is computed on `dataset`: the keyword arguments of `aiayn.evaluation.score.bleu_scores`."""
         scoring = self.scoring(dataset)
-        return {k: scoring[k] for k in ("moses_lang", "compound_split", "sacrebleu_tokenize")}
+        return {k: scoring[k] for k in ("moses_lang", "compound_split", "sacrebleu_tokenize", "reference")}
 
     def expected_lines(self, experiment: str, testset: str) -> int | None:
         """The number of lines `testset` must have (guards against a partial or filtered set), if

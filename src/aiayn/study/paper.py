@@ -76,11 +76,13 @@ DECODE = {
 }
 AVERAGE = {"base": 5, "big": 20}  # §6.1, Table 2; Table 3 rows are not averaged
 # how BLEU was measured (paper.md, "BLEU as the paper measured it"): tensor2tensor's tokenized BLEU,
-# Moses-tokenized in the target language, compound-split for EN-DE only
+# Moses-tokenized in the target language, compound-split for EN-DE only; for EN-DE against tensor2tensor's
+# reference, newstest2014.de with its „ “ as " (tensorflow/tensor2tensor#317; aiayn.evaluation.score)
 PROTOCOL = {
-    ("en", "de"): {"moses_lang": "de", "compound_split": True},
-    ("en", "fr"): {"moses_lang": "fr", "compound_split": False},
+    ("en", "de"): {"moses_lang": "de", "compound_split": True, "reference": "t2t"},
+    ("en", "fr"): {"moses_lang": "fr", "compound_split": False, "reference": "wmt"},
 }
+REFERENCE = {"wmt": "WMT's reference", "t2t": "the reference with t2t's quotes"}  # as a row's setting names them
 TEST_SETS = {2: ("newstest2014", 3003), 3: ("newstest2013", 3000), 4: ("wsj23", 2416)}  # §5.1, §6.3
 # training pairs after cleaning (§5.1: ~4.5M EN-DE, ~36M EN-FR; §6.3: WSJ 02-21, ~40K sentences)
 TRAIN_PAIRS = {("en", "de"): 4.5e6, ("en", "fr"): 36e6, "parsing": 40e3}
@@ -144,7 +146,7 @@ def departures(table: int, exp: dict, *, updates: int, lines: int | None, train_
 
 def chain_departures(table: int, exp: dict) -> list[str]:
     """What in the evaluation chain of an experiment's row is not the paper's: decoding (beam, length
-    penalty, length limit), checkpoint averaging, and how BLEU is tokenized. `exp` needs "task",
+    penalty, length limit), checkpoint averaging, how BLEU is tokenized and its reference. `exp` needs "task",
     "preset", "decode", "average" and (translation) "pair" and "scoring"."""
     out = _mismatches(exp["decode"], DECODE[exp["task"]])
     averaged = AVERAGE.get(exp["preset"], 1) if table == 2 else 1
@@ -159,6 +161,9 @@ def chain_departures(table: int, exp: dict) -> list[str]:
         if bool(scoring.get("compound_split")) != protocol["compound_split"]:
             split = "with" if scoring.get("compound_split") else "without"
             out.append(f"BLEU {split} compound splitting (paper {'with' if protocol['compound_split'] else 'without'})")
+        reference = scoring.get("reference", "wmt")
+        if reference != protocol["reference"]:
+            out.append(f"BLEU against {REFERENCE[reference]} (paper: {REFERENCE[protocol['reference']]})")
     return out
 
 
@@ -180,8 +185,9 @@ def chain_line(chain: dict) -> str:
     how = ""
     if chain["task"] == "translation":
         split = " and compound-split" if protocol and protocol["compound_split"] else ""
+        against = f" against {REFERENCE['t2t']}" if protocol and protocol["reference"] == "t2t" else ""
         how = (
-            f", BLEU Moses-tokenized -l {protocol['moses_lang']}{split}"
+            f", BLEU Moses-tokenized -l {protocol['moses_lang']}{split}{against}"
             if protocol
             else ", BLEU as configured (a language pair the paper did not score)"
         )
