@@ -89,7 +89,8 @@ rule tables:
         " >> {log:q} 2>&1"
 
 
-# The study's cost before launch: GPU hours, checkpoint disk, memory against requests (aiayn.report.plan).
+# The study's cost before launch: GPU hours, checkpoint disk, memory against requests (aiayn.report.plan);
+# the MFU measured by benchmarks/gpu.py where benchmarks/gpu.json holds one for the GPU planned for.
 # GPUs per training and their model are the plan rule's resources: profiles/slurm gives it the
 # training jobs' own (`plan: *training`); a GPU model that is not the profile's:
 # --set-resources plan:gpu_model=H100.
@@ -112,10 +113,11 @@ rule plan:
             )
         ),
         costs=LAYOUT.rehearsal_costs(),
+        benchmark=os.path.join(workflow.basedir, "benchmarks", "gpu.json"),  # where benchmarks/gpu.py writes
     shell:
         "python -m aiayn plan --experiments {params.experiments:q} --gpu-model {resources.gpu_model:q}"
         " --gpus {resources.gpu:q} --nodes {resources.nodes:q} --requests {params.requests:q}"
-        " --costs {params.costs:q} --out {output:q} >> {log:q} 2>&1"
+        " --costs {params.costs:q} --benchmark {params.benchmark:q} --out {output:q} >> {log:q} 2>&1"
 
 
 rule figures:
