@@ -47,7 +47,7 @@ rule all:
     default_target: True
     input:
         [LAYOUT.table(n, ext) for n in TABLES for ext in ("md", "csv", "html")],
-        [LAYOUT.table(1, ext) for ext in ("md", "csv", "png")],
+        [LAYOUT.table(1, ext) for ext in ("md", "csv", "html", "png")],
         [LAYOUT.figure(e, "learning_curves.png") for e in STUDY.reported],
         # named too, so that a study begun before they existed gets them (Snakemake reruns a job
         # for its missing outputs only when they are asked for)

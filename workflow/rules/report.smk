@@ -13,7 +13,8 @@ localrules:
     plan,
 
 
-# Table 1 (§4), measured on the rule's machine: FLOPs, time, sequential steps, path lengths.
+# Table 1 (§4), measured on the rule's machine: FLOPs, time, sequential steps, path lengths; as the
+# paper prints it, ours under its rows (md, html), every column in the CSV.
 rule table1:
     output:
         md=report(
@@ -27,6 +28,12 @@ rule table1:
             caption="../report/table1.rst",
             category=REPORT_TABLES,
             subcategory=REPORT_EVERY_COLUMN,
+        ),
+        html=report(
+            LAYOUT.table(1, "html"),
+            caption="../report/table1.rst",
+            category=REPORT_TABLES,
+            subcategory=REPORT_AS_THE_PAPER,
         ),
         figure=report(
             LAYOUT.table(1, "png"),
@@ -43,7 +50,7 @@ rule table1:
         settings=as_param(config["table1"]),
     shell:
         "python -m aiayn table1 --settings {params.settings:q} --threads {threads:q} --out-md {output.md:q}"
-        " --out-csv {output.csv:q} --figure {output.figure:q} >> {log:q} 2>&1"
+        " --out-csv {output.csv:q} --out-html {output.html:q} --figure {output.figure:q} >> {log:q} 2>&1"
 
 
 rule tables:

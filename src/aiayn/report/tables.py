@@ -25,8 +25,8 @@ from aiayn.evaluation import baselines, dependence
 from aiayn.evaluation.replicates import SIGNIFICANCE, mean_and_spread, stratified_ar_p
 from aiayn.evaluation.score import paired_bootstrap_p
 from aiayn.io import atomic_paths, readable
-from aiayn.report.format import to_csv
-from aiayn.report.notes import cleaning_note, document, html_of, markdown_of
+from aiayn.report.format import html_of, markdown_of, to_csv
+from aiayn.report.notes import cleaning_note, document
 from aiayn.runtime import metrics, records
 from aiayn.runtime.hardware import peak_flops
 from aiayn.runtime.lines import read_lines
