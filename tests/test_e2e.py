@@ -378,9 +378,19 @@ def test_every_table_with_paper_columns(demo_results):
         ("t3-A-h1", "1"),
         ("t3-A-h1.seed-2", "2"),
     ]
-    assert table3[2]["test"] == "stratified approximate randomization, 2 seeds each"
+    assert table3[2]["test"] == (
+        "stratified approximate randomization, every pair of runs: t3-A-h1, t3-A-h1.seed-2 against base, "
+        "base.seed-2, base.seed-3"
+    )
     assert all(r["dev_ppl"] and r["params_M"] for r in table3)
     assert all(r["p_value_vs_base"] for r in table3 if r["row"] != "base")
+    # every p-value names the runs it compares, and the row's direction is over those very runs
+    bleu = {r["experiment"]: float(r["dev_bleu"]) for r in lines if r["dev_bleu"]}
+    for row in table3[1:]:
+        ours, theirs = (names.split(", ") for names in row["test"].split(": ", 1)[1].split(" against "))
+        assert theirs == ["base", "base.seed-2", "base.seed-3"], row["test"]
+        mean = lambda names: sum(bleu[n] for n in names) / len(names)  # noqa: E731
+        assert row["dev_bleu_vs_base"] == ("better" if mean(ours) > mean(theirs) else "worse"), row
     table4 = list(csv.DictReader((demo_results / "tables/table4.csv").open()))
     assert any(r["row"] == "baseline: right-branching" and r["f1"] and r["setting"] for r in table4)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from aiayn.evaluation.replicates import SIGNIFICANCE
-from aiayn.report.compact import NOT_A_RESULT, block, columns, right_aligned
+from aiayn.report.compact import IGNORES_INPUT, NOT_A_RESULT, block, columns, no_result, right_aligned
 from aiayn.report.format import footer, markdown_of, paragraphs
 from aiayn.runtime import records
 from aiayn.runtime.hardware import PEAKS, gpu_model
@@ -18,8 +18,9 @@ from aiayn.study.layout import Layout
 
 
 def findings_line(rows: list[dict]) -> str:
-    """The sum of Table 3's `as_paper`: how many variations move as in the paper, how many significantly."""
-    judged = [r for r in rows if r.get("moves_as_paper")]
+    """The sum of Table 3's `as_paper`: how many variations move as in the paper, how many significantly;
+    a row that ignores its input counts in none of them, and is named as left out."""
+    judged = [r for r in rows if r.get("moves_as_paper") and not no_result(r)]
     if not judged:
         return ""
     yes = [r for r in judged if r["moves_as_paper"] == "yes"]
@@ -39,9 +40,12 @@ def findings_line(rows: list[dict]) -> str:
         if tested
         else ", none tested for significance"
     )
-    waiting = sum(1 for r in rows if r.get("as_paper") is None)
+    waiting = sum(1 for r in rows if r.get("as_paper") is None and not no_result(r))
     if waiting:
         line += f"; {waiting} row(s) pending or without the paper's figures"
+    ignoring = [r["experiment"] for r in rows if no_result(r)]
+    if ignoring:
+        line += f"; left out, no result: {', '.join(ignoring)} ({IGNORES_INPUT})"
     return line + ".\n"
 
 
@@ -131,11 +135,13 @@ def column_note(number: int) -> str:
             "\ndev_ppl: per-piece perplexity on the dev set at the last checkpoint (depends on eps_ls, as the "
             f"paper says); dev_bleu: tokenized BLEU of the last checkpoint, no averaging. {SEEDS_NOTE} "
             "p_value_vs_base: the difference of sacreBLEU's BLEU (13a) to the base row's, tested as `test` "
-            "says: where both rows have several seeds, MultEval's stratified approximate randomization (Clark "
-            "et al. 2011) over every seed's translations, replicate j paired with base's replicate j, which "
-            "accounts for training noise; where either has one seed, sacreBLEU's paired bootstrap (Koehn 2004) "
-            f'of the two runs, which measures test-set sampling only. significant: p < {SIGNIFICANCE:g}; a "no" '
-            "row's difference to base may be noise. as_paper: whether the variation moved dev perplexity and dev "
+            "says, over the runs it names, those the two rows' figures are the means of (scored, and not "
+            "ignoring their input): where either row has several seeds, MultEval's stratified approximate "
+            "randomization (Clark et al. 2011) over every run's translations, replicate j paired with base's "
+            "replicate j (every run of one with every run of the other where the rows have not as many), which "
+            "accounts for training noise; one run each, sacreBLEU's paired bootstrap (Koehn 2004), which measures "
+            f'test-set sampling only. significant: p < {SIGNIFICANCE:g}; a "no" row\'s difference to base may be '
+            "noise. as_paper: whether the variation moved dev perplexity and dev "
             "BLEU against the base row the way the paper's row moved against the paper's base (better or worse; "
             "yes, partly or no), and whether its BLEU difference is significant; where the paper's figure did not "
             "move, ours is said and not judged.\n"
