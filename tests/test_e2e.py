@@ -127,6 +127,37 @@ def test_the_documented_ranges_hold_cis_figures_and_the_tests_floors():
         assert key not in FLOORS or (span and span[0] >= FLOORS[key]), (key, span)
 
 
+RECORDS = ROOT / "docs" / "demo-runs.csv"
+
+
+def test_the_figures_page_is_tables_to_read_not_a_log():
+    """No cell of docs/figures.md over 300 characters: a run's history goes to the records, not into a cell."""
+    cells = [c.strip() for line in FIGURES_PAGE.read_text(encoding="utf-8").splitlines() if line.startswith("|")
+             for c in line.split("|")[1:-1]]  # fmt: skip
+    assert cells and max(map(len, cells)) <= 300, max(cells, key=len)
+
+
+def test_every_recorded_run_falls_in_the_documented_ranges_and_the_reference_is_one():
+    """docs/demo-runs.csv holds every demo run the ranges of docs/figures.md are measured over (one
+    line a run, what is known of its machine, Python and torch): each of its figures inside the
+    page's range, the page's reference column a recorded run's, and the rows the page says keep their
+    order in every environment (one head under base, fairseq's initialisation above it) apart in
+    every range."""
+    documented = documented_figures()
+    records = list(csv.DictReader(RECORDS.open(encoding="utf-8")))
+    assert set(LABELS) <= set(records[0]) and len(records) >= 3
+    spans = {label: documented[key][1] for label, key in LABELS.items() if documented[key][1]}
+    outside = [(r["date"], r["kernels"], label, r[label]) for r in records for label, (low, high) in spans.items()
+               if r[label] and not low <= float(r[label]) <= high]  # fmt: skip
+    assert not outside, f"recorded figures outside docs/figures.md's ranges: {outside}"
+    (reference,) = [r for r in records if r["source"] == "the reference run"]
+    differ = {key: (documented[key][0], reference[label]) for label, key in LABELS.items()
+              if reference[label] and reference[label] != documented[key][0]}  # fmt: skip
+    assert not differ, f"the page's reference column against the reference run's record: {differ}"
+    base, head, init = (documented[k][1] for k in ("table 3, base", "table 3, one head", "table 3, fairseq init"))
+    assert head[1] < base[0] and base[1] < init[0], (head, base, init)
+
+
 @pytest.mark.slow
 def test_demo_models_are_far_above_the_trivial_systems(demo_results):
     """The demo's figures, as floors: the models must have learned the made-up language and
