@@ -1,10 +1,12 @@
 """One-file GPU benchmark, under 8 minutes on one GPU: training updates of base and big at the
-paper's batch size (~25,000 target tokens per update) in bf16 through the real trainer (fused
-attention, fused Adam, prefetching into pinned memory; --compile adds torch.compile side by side),
-then beam-4 decoding throughput. Prints tokens/s, TFLOP/s and MFU against the GPU's dense bf16
-peak (aiayn.runtime.hardware); writes JSON.
+paper's batch size (~25,000 target tokens per update) through the real trainer (fused attention,
+fused Adam, prefetching into pinned memory; --compile adds torch.compile side by side), then beam-4
+decoding throughput, at the arithmetic the trainer's `auto` takes there (bf16 where the GPU has it,
+else fp16) or --precision's. Prints tokens/s, TFLOP/s and MFU against the GPU's dense peak at that
+arithmetic (aiayn.runtime.hardware); writes JSON, which `python -m aiayn plan` reads (--benchmark).
 
     python benchmarks/gpu.py --json benchmarks/gpu.json            # on the GPU machine
+    python benchmarks/gpu.py --precision fp32 --json benchmarks/gpu.json  # the paper's arithmetic
     python benchmarks/gpu.py --compile --json benchmarks/gpu.json  # also the torch.compile'd step
     python benchmarks/gpu.py --smoke                               # CPU, tiny sizes, seconds (tests run this)
 
@@ -35,6 +37,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from aiayn.data import binary  # noqa: E402
 from aiayn.evaluation.translate import translate  # noqa: E402
 from aiayn.runtime.hardware import peak_flops  # noqa: E402
+from aiayn.runtime.precision import DTYPES, resolve  # noqa: E402
 from aiayn.training.distributed import Env  # noqa: E402
 from aiayn.training.train import RunFiles, Trainer  # noqa: E402
 
@@ -136,7 +139,7 @@ def bench_training(
     assert math.isfinite(float(loss)), "the loss is not finite"
     trainer.prefetcher.close()
     tflops = flops / seconds / 1e12  # counted from the batches (aiayn.runtime.hardware.training_flops)
-    peak = peak_flops(torch.cuda.get_device_name(device), "bf16") if device.type == "cuda" else None
+    peak = peak_flops(torch.cuda.get_device_name(device), precision) if device.type == "cuda" else None
     result = {
         "preset": preset,
         "compile": compile_,
@@ -209,6 +212,9 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true", help="also time the torch.compile'd trainer")
     parser.add_argument("--sentences", type=int, default=3003, help="decoded sentences (newstest2014 has 3003)")
     parser.add_argument("--budget", type=float, default=420, help="seconds after which optional parts are skipped")
+    parser.add_argument(
+        "--precision", default="auto", choices=["auto", *DTYPES], help="the arithmetic (default: the trainer's auto)"
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes on the CPU: checks the script itself")
     parser.add_argument("--json")
     args = parser.parse_args()
@@ -217,14 +223,14 @@ def main() -> None:
     if device.type != "cuda" and not args.smoke:
         sys.exit("benchmarks/gpu.py: no GPU here (torch.cuda.is_available() is False); --smoke runs it on the CPU")
     presets = ["smoke"] if args.smoke else args.presets
-    precision = "bf16" if device.type == "cuda" else "fp32"
+    precision = resolve(args.precision, device)
     tokens = 600 if args.smoke else args.tokens
     warmup, steps = (1, 2) if args.smoke else (args.warmup, args.steps)
     sentences = 16 if args.smoke else args.sentences
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
     print(
         f"{time.strftime('%Y-%m-%d')}  {name}  torch {torch.__version__}  {precision}  "
-        f"peak {peak_flops(name, 'bf16') or 0:.3g} FLOP/s",
+        f"peak {peak_flops(name, precision) or 0:.3g} FLOP/s",
         flush=True,
     )
     report = {

@@ -27,6 +27,14 @@ def test_gpu_benchmark_script_runs_on_the_cpu_in_smoke_mode(tmp_path):
     assert 0.5 * 600 <= train["tgt_tokens_per_update"] <= 600 + 8  # about the asked-for batch size
     assert decode["sentences"] == 16 and decode["sentences_per_s"] > 0
     assert "tgt tok/s" in run.stdout and "sentences/s" in run.stdout
+    # what the plan reads of it (aiayn.report.plan.measured_mfu), as on a GPU where it has an MFU
+    from aiayn.report.plan import measured_mfu
+
+    report["device"] = "NVIDIA H100 80GB HBM3"
+    report["training"] = [{**train, "preset": preset, "mfu": 0.3} for preset in ("base", "big")]
+    out.write_text(json.dumps(report))
+    (measured,) = measured_mfu(out, "H100")
+    assert (measured.precision, measured.mfu) == ("fp32", {"base": 0.3, "big": 0.3})  # auto on the CPU: fp32
 
 
 def test_gpu_benchmark_refuses_plainly_without_a_gpu():

@@ -363,7 +363,8 @@ def test_a_json_option_with_a_key_given_twice_is_refused(option, capsys):
     """As the YAML files refuse a key given twice: JSON would keep the last value silently."""
     command = "translate" if option == "--decode" else "table1"
     argv = {"translate": ["--model", "m", "--input", "i", "--spm-src", "a", "--spm-tgt", "b", "--out", "o"],
-            "table1": ["--out-md", "t.md", "--out-csv", "t.csv", "--figure", "t.png"]}[command]  # fmt: skip
+            "table1": ["--out-md", "t.md", "--out-csv", "t.csv", "--out-html", "t.html", "--figure", "t.png"],
+            }[command]  # fmt: skip
     assert main([command, *argv, option, '{"beam": 4, "beam": 5}']) == 2
     err = capsys.readouterr().err
     assert f"{option} is not valid JSON: the key 'beam' is given twice" in err and "Traceback" not in err

@@ -127,6 +127,37 @@ def test_the_documented_ranges_hold_cis_figures_and_the_tests_floors():
         assert key not in FLOORS or (span and span[0] >= FLOORS[key]), (key, span)
 
 
+RECORDS = ROOT / "docs" / "demo-runs.csv"
+
+
+def test_the_figures_page_is_tables_to_read_not_a_log():
+    """No cell of docs/figures.md over 300 characters: a run's history goes to the records, not into a cell."""
+    cells = [c.strip() for line in FIGURES_PAGE.read_text(encoding="utf-8").splitlines() if line.startswith("|")
+             for c in line.split("|")[1:-1]]  # fmt: skip
+    assert cells and max(map(len, cells)) <= 300, max(cells, key=len)
+
+
+def test_every_recorded_run_falls_in_the_documented_ranges_and_the_reference_is_one():
+    """docs/demo-runs.csv holds every demo run the ranges of docs/figures.md are measured over (one
+    line a run, what is known of its machine, Python and torch): each of its figures inside the
+    page's range, the page's reference column a recorded run's, and the rows the page says keep their
+    order in every environment (one head under base, fairseq's initialisation above it) apart in
+    every range."""
+    documented = documented_figures()
+    records = list(csv.DictReader(RECORDS.open(encoding="utf-8")))
+    assert set(LABELS) <= set(records[0]) and len(records) >= 3
+    spans = {label: documented[key][1] for label, key in LABELS.items() if documented[key][1]}
+    outside = [(r["date"], r["kernels"], label, r[label]) for r in records for label, (low, high) in spans.items()
+               if r[label] and not low <= float(r[label]) <= high]  # fmt: skip
+    assert not outside, f"recorded figures outside docs/figures.md's ranges: {outside}"
+    (reference,) = [r for r in records if r["source"] == "the reference run"]
+    differ = {key: (documented[key][0], reference[label]) for label, key in LABELS.items()
+              if reference[label] and reference[label] != documented[key][0]}  # fmt: skip
+    assert not differ, f"the page's reference column against the reference run's record: {differ}"
+    base, head, init = (documented[k][1] for k in ("table 3, base", "table 3, one head", "table 3, fairseq init"))
+    assert head[1] < base[0] and base[1] < init[0], (head, base, init)
+
+
 @pytest.mark.slow
 def test_demo_models_are_far_above_the_trivial_systems(demo_results):
     """The demo's figures, as floors: the models must have learned the made-up language and
@@ -332,8 +363,9 @@ def test_demo_report_as_the_readme_types_it(demo_clone):
     first = sorted(categories)[0]
     assert first == "1. Tables" and sorted(categories[first])[0] == "1. As the paper prints them"
     pages = sorted(categories[first]["1. As the paper prints them"])
-    assert [p.rsplit("/", 1)[1] for p in pages] == ["table1.png", "table2.html", "table3.html", "table4.html"]
-    for n in (2, 3, 4):
+    assert [p.rsplit("/", 1)[1] for p in pages] == ["table1.html", "table1.png", "table2.html", "table3.html",
+                                                    "table4.html"]  # fmt: skip
+    for n in (1, 2, 3, 4):
         uri = re.search(rf'"results/demo/tables/table{n}.html": \{{.*?"data_uri": "data:text/html[^,]*,([^"]*)"', html)
         page = base64.b64decode(uri.group(1)).decode()
         assert page == (results / f"tables/table{n}.html").read_text() and page.index("<table>") < page.index("<ol>")
@@ -349,7 +381,9 @@ def demo(clone: Path, *args: str, timeout: int = 600) -> subprocess.CompletedPro
 def test_every_table_with_paper_columns(demo_results):
     table1 = list(csv.DictReader((demo_results / "tables/table1.csv").open()))
     assert [r["layer"] for r in table1][:2] == ["self-attention", "recurrent"]
-    assert (demo_results / "tables/table1.png").exists()
+    assert (demo_results / "tables/table1.png").exists() and (demo_results / "tables/table1.html").exists()
+    block = (demo_results / "tables/table1.md").read_text().split("\n\n")[1].splitlines()  # the title, the table
+    assert block[0].startswith("| Layer Type ") and max(map(len, block)) <= 120, block
     for n in (2, 3, 4):
         md, table = demo_results / f"tables/table{n}.md", demo_results / f"tables/table{n}.csv"
         assert md.exists() and table.exists() and md.with_suffix(".html").exists()
@@ -375,9 +409,19 @@ def test_every_table_with_paper_columns(demo_results):
         ("t3-A-h1", "1"),
         ("t3-A-h1.seed-2", "2"),
     ]
-    assert table3[2]["test"] == "stratified approximate randomization, 2 seeds each"
+    assert table3[2]["test"] == (
+        "stratified approximate randomization, every pair of runs: t3-A-h1, t3-A-h1.seed-2 against base, "
+        "base.seed-2, base.seed-3"
+    )
     assert all(r["dev_ppl"] and r["params_M"] for r in table3)
     assert all(r["p_value_vs_base"] for r in table3 if r["row"] != "base")
+    # every p-value names the runs it compares, and the row's direction is over those very runs
+    bleu = {r["experiment"]: float(r["dev_bleu"]) for r in lines if r["dev_bleu"]}
+    for row in table3[1:]:
+        ours, theirs = (names.split(", ") for names in row["test"].split(": ", 1)[1].split(" against "))
+        assert theirs == ["base", "base.seed-2", "base.seed-3"], row["test"]
+        mean = lambda names: sum(bleu[n] for n in names) / len(names)  # noqa: E731
+        assert row["dev_bleu_vs_base"] == ("better" if mean(ours) > mean(theirs) else "worse"), row
     table4 = list(csv.DictReader((demo_results / "tables/table4.csv").open()))
     assert any(r["row"] == "baseline: right-branching" and r["f1"] and r["setting"] for r in table4)
 

@@ -317,7 +317,7 @@ def test_a_stop_signal_ends_a_running_command_in_one_line(world, tmp_path):
     exit 143, no traceback, nothing under its outputs' names."""
     settings = '{"d_model": 256, "n": [64, 512, 2048, 4096], "d": [128, 256], "repeats": 3}'
     args = ["table1", "--settings", settings, "--out-md", str(tmp_path / "t.md"), "--out-csv", str(tmp_path / "t.csv"),
-            "--figure", str(tmp_path / "t.png")]  # fmt: skip
+            "--out-html", str(tmp_path / "t.html"), "--figure", str(tmp_path / "t.png")]  # fmt: skip
     proc = subprocess.Popen([sys.executable, "-m", "aiayn", *args], env=toy.env_for_subprocess(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     time.sleep(3)
@@ -327,7 +327,7 @@ def test_a_stop_signal_ends_a_running_command_in_one_line(world, tmp_path):
     assert proc.returncode == 143 and err.strip().splitlines() == [
         "aiayn table1: error: stopped by SIGTERM; no output was left under its final name: run the command again"
     ], err
-    assert not any((tmp_path / name).exists() for name in ("t.md", "t.csv", "t.png"))
+    assert not any((tmp_path / name).exists() for name in ("t.md", "t.csv", "t.html", "t.png"))
 
 
 def swallowed_stop(signum=signal.SIGTERM) -> None:
@@ -353,8 +353,9 @@ def test_a_stop_whose_exception_is_swallowed_still_stops_the_command(tmp_path, m
 
     monkeypatch.setattr(table1, "measure", measured_through_a_stop)
     settings = '{"d_model": 16, "n": [8, 16], "d": [8, 16], "k": 3, "r": 2, "path_n": [8], "repeats": 1}'
-    code = cli.main(["table1", "--settings", settings, "--out-md", str(tmp_path / "t.md"),
-                     "--out-csv", str(tmp_path / "t.csv"), "--figure", str(tmp_path / "t.png")])  # fmt: skip
+    outputs = [f"--{kind}={tmp_path / name}" for kind, name in
+               [("out-md", "t.md"), ("out-csv", "t.csv"), ("out-html", "t.html"), ("figure", "t.png")]]  # fmt: skip
+    code = cli.main(["table1", "--settings", settings, *outputs])
     assert code == 143 and list(tmp_path.iterdir()) == []
     assert capsys.readouterr().err.strip().splitlines() == [
         "aiayn table1: error: stopped by SIGTERM; no output was left under its final name: run the command again"
@@ -362,12 +363,10 @@ def test_a_stop_whose_exception_is_swallowed_still_stops_the_command(tmp_path, m
     from aiayn import errors
 
     assert errors.take_stop() == signal.SIGTERM  # still noted after the command: the next one starts clean
-    code = cli.main(["table1", "--settings", settings, "--out-md", str(tmp_path / "t.md"),
-                     "--out-csv", str(tmp_path / "t.csv"), "--figure", str(tmp_path / "t.png")])  # fmt: skip
+    code = cli.main(["table1", "--settings", settings, *outputs])
     assert code == 143  # measure swallows a stop again: this second command was stopped too
     monkeypatch.setattr(table1, "measure", measure)
-    assert cli.main(["table1", "--settings", settings, "--out-md", str(tmp_path / "t.md"), "--out-csv",
-                     str(tmp_path / "t.csv"), "--figure", str(tmp_path / "t.png")]) == 0  # fmt: skip
+    assert cli.main(["table1", "--settings", settings, *outputs]) == 0
     assert (tmp_path / "t.md").exists()
 
 

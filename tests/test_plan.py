@@ -46,31 +46,76 @@ def test_flops_and_disk_of_base_and_big_by_hand(paper):
     assert base["params_M"] * 1e6 == 63_045_632 and big["params_M"] * 1e6 == 214_171_648
     assert base["checkpoints_GB"] * 1e9 == pytest.approx(63_045_632 * (4 * 6 + 12 * 2))
     assert big["checkpoints_GB"] * 1e9 == pytest.approx(214_171_648 * (4 * 21 + 12 * 2))
-    assert totals["mfu_source"] == "the paper's (8 P100, FP32 peak)"
+    assert list(totals["mfu_sources"]) == ["paper, at fp32's rate"]  # config.yaml's auto: fp16 on a P100
 
 
-def test_the_papers_own_runs_give_its_hours_at_its_mfu(paper):
+def test_the_papers_runs_take_its_hours_on_its_gpus_at_its_precision_and_no_less_at_fp16(paper):
     """MFU from the paper's own figures: base 100,000 updates in 12 h and big 300,000 in 3.5 days on
-    8 P100s; planned at FP32 on 8 P100s the paper's runs take the paper's hours again."""
-    fp32 = {name: {**paper[name], "train": {**paper[name]["train"], "precision": "fp32"}} for name in paper}
-    rows, _ = plan.plan([fp32["base-en-de"], fp32["big-en-de"]], gpu="P100", gpus=8)
+    8 P100s at their FP32 peak. Planned at fp32 on 8 P100s the paper's runs take its hours again;
+    at config.yaml's precision (auto: fp16 there, unmeasured) no less: fp16 is assumed no faster."""
+    fp32 = [{**paper[n], "train": {**paper[n]["train"], "precision": "fp32"}} for n in ("base-en-de", "big-en-de")]
+    rows, totals = plan.plan(fp32, gpu="P100", gpus=8)
     assert [round(r["wall_hours"], 6) for r in rows] == [12.0, 84.0]
+    assert [r["mfu_from"] for r in rows] == ["paper", "paper"] and "fp32 on P100, the paper's own" in str(totals)
     mfu = plan.paper_mfu()
     assert 0.2 < mfu["base"] < 0.4 and 0.3 < mfu["big"] < 0.5, mfu
+    rows, totals = plan.plan([paper["base-en-de"], paper["big-en-de"]], gpu="P100", gpus=8)
+    assert [(r["precision"], round(r["wall_hours"], 6)) for r in rows] == [("fp16", 12.0), ("fp16", 84.0)]
+    assert rows[0]["mfu"] == pytest.approx(mfu["base"] / 2)  # of the fp16 peak, twice the fp32 one
+    (said,) = totals["mfu_sources"].values()
+    assert said.startswith("fp16 on P100, at which no MFU was measured: assumed no faster than fp32")
 
 
-def test_a_measured_mfu_is_taken_where_the_gpu_was_benchmarked(paper, tmp_path):
-    bench = tmp_path / "gpu.json"
-    bench.write_text(json.dumps({"device": "NVIDIA H100 80GB HBM3", "training": [
-        {"model": "base", "mfu": 0.25}, {"model": "big", "mfu": 0.4}]}))  # fmt: skip
+def gpu_json(path, device: str, runs: list[tuple[str, str, float]]):
+    """A result as benchmarks/gpu.py writes it (tests/test_benchmarks.py reads its keys back from a run)."""
+    training = [{"preset": p, "precision": prec, "mfu": mfu, "compile": False} for p, prec, mfu in runs]
+    path.write_text(json.dumps({"date": "2026-12-06", "device": device, "training": training}))
+    return path
+
+
+def test_a_measured_mfu_is_taken_only_on_its_gpu_at_its_precision(paper, tmp_path):
+    bench = gpu_json(tmp_path / "gpu.json", "NVIDIA H100 80GB HBM3", [("base", "bf16", 0.25), ("big", "bf16", 0.4)])
     rows, totals = plan.plan([paper["base-en-de"]], gpu="H100", gpus=8, benchmark=bench)
-    assert totals["mfu_source"] == "benchmarks/gpu.py on H100" and rows[0]["mfu"] == 0.25
+    assert rows[0]["mfu_from"] == "measured" and rows[0]["mfu"] == 0.25
+    assert "measured by benchmarks/gpu.py on NVIDIA H100 80GB HBM3 (2026-12-06" in totals["mfu_sources"]["measured"]
     assert rows[0]["gpu_hours"] == pytest.approx(rows[0]["model_flops"] / (0.25 * 989e12 * 3600))
-    _, other = plan.plan([paper["base-en-de"]], gpu="A100", gpus=8, benchmark=bench)  # benchmarked elsewhere
-    assert other["mfu_source"] == "the paper's (8 P100, FP32 peak)"
+    # fp32 on that H100: its bf16 MFU of the fp32 peak, the lower one, and said so
+    fp32 = {**paper["base-en-de"], "train": {**paper["base-en-de"]["train"], "precision": "fp32"}}
+    rows, totals = plan.plan([fp32], gpu="H100", gpus=8, benchmark=bench)
+    assert rows[0]["mfu_from"] == "measured, at bf16's rate" and rows[0]["mfu"] == 0.25
+    assert rows[0]["gpu_hours"] == pytest.approx(rows[0]["model_flops"] / (0.25 * 67e12 * 3600))
+    # benchmarked elsewhere: the paper's MFU, of the A100's bf16 peak, named as assumed
+    rows, other = plan.plan([paper["base-en-de"]], gpu="A100", gpus=8, benchmark=bench)
+    assert rows[0]["mfu_from"] == "paper, of A100's peak" and rows[0]["mfu"] == plan.paper_mfu()["base"]
+    assert (
+        "assumed the paper's fp32 MFU of the A100's bf16 peak (312 TFLOP/s)"
+        in other["mfu_sources"][rows[0]["mfu_from"]]
+    )
     bench.write_text("{not json")
     with pytest.raises(UserError, match="gpu.json: not a result of benchmarks/gpu.py"):
         plan.plan([paper["base-en-de"]], gpu="H100", gpus=8, benchmark=bench)
+    gpu_json(bench, "NVIDIA H100 80GB HBM3", [("base", "bf16", 25.0), ("big", "bf16", 0.4)])  # a percentage
+    with pytest.raises(UserError, match=r"gpu.json: an MFU outside \(0, 1\]"):
+        plan.plan([paper["base-en-de"]], gpu="H100", gpus=8, benchmark=bench)
+
+
+def test_the_header_agrees_with_the_requests_and_every_blank_column_says_why(paper):
+    requests = {"train": {"gpu": 1, "nodes": 1}, "prepare": {}}
+    rows, totals = plan.plan([paper["base-en-de"]], gpu="P100", gpus=8, requests=requests)
+    text = plan.document(rows, totals, requests)
+    assert "Planned for 8 x P100 on 1 node(s) a training" in text
+    assert (
+        "The train jobs request 1 GPU(s) on 1 node(s) each, not these: at 1 GPU(s) the trainings take 96.0 hours"
+        in text
+    )
+    assert "prepare: none set (the executor's default)" in text
+    header = next(line for line in text.splitlines() if line.startswith("| experiment"))
+    for column in ("host_memory_GiB", "short", "requested_GiB"):  # nothing measured, no mem_mb requested
+        assert column not in header and f"No column {column}: " in text
+    requests["train"] = {"gpu": 8, "nodes": 1}
+    assert "The train jobs request" not in plan.document(
+        *plan.plan([paper["base-en-de"]], gpu="P100", gpus=8), requests
+    )
 
 
 @pytest.mark.parametrize("column", ["max_rss_mib", "max_rss_mb"])  # the record's name, and its earlier one
@@ -84,6 +129,10 @@ def test_a_job_that_needs_more_memory_than_it_asks_is_named(paper, tmp_path, col
     assert rows[0]["requested_GiB"] == pytest.approx(62.5)
     text = plan.document(rows, totals)
     assert "Ask for more memory: base-en-de" in text and "host_memory_GiB" in text and "requested_GiB" in text
+    assert [r["short"] for r in rows] == ["yes", "no"]
+    rows, totals = plan.plan([paper["base-en-de"], paper["t3-A-h1"]], gpu="H100", gpus=8, costs=costs,
+                             requests={"train": {"mem_mb": 64000}})  # fmt: skip
+    assert "host_memory_GiB blank for t3-A-h1: no rehearsal record" in plan.document(rows, totals)
 
 
 def test_the_command_prints_the_paper_studys_totals_for_p100_and_h100(tmp_path, capsys):
@@ -92,8 +141,15 @@ def test_the_command_prints_the_paper_studys_totals_for_p100_and_h100(tmp_path, 
         assert cli.main(["plan", "--config", str(ROOT / "config.yaml"), "--gpu-model", gpu, "--gpus", "8",
                          "--out", str(out)]) == 0  # fmt: skip
         text = out.read_text()
-        assert f"On 8 x {gpu} on 1 node(s); MFU: the paper's (8 P100, FP32 peak)" in text
+        assert f"Planned for 8 x {gpu} on 1 node(s) a training" in text
         assert text.count("| t3-") == 19 and "In total: 3.96e+19 model FLOPs" in text
+        assert {"P100": "| paper, at fp32's rate |", "H100": "| paper, of H100's peak |"}[gpu] in text
+    table = [[c.strip() for c in line.split("|")[1:-1]] for line in text.splitlines() if line.startswith("| ")]
+    wall = {row[0]: row[table[0].index("wall_hours")] for row in table[1:]}
+    assert (wall["base-en-de"], wall["big-en-de"]) == ("0.12", "0.81")  # H100, the last planned
+    p100 = (tmp_path / "P100.md").read_text()
+    assert "| base-en-de " in p100 and "| 12.00 " in p100.split("| base-en-de ")[1].splitlines()[0]
+    assert "| 84.00 " in p100.split("| big-en-de ")[1].splitlines()[0]
     assert cli.main(["plan", "--config", str(ROOT / "config.yaml"), "--gpu-model", "Voodoo2", "--gpus", "8",
                      "--out", str(tmp_path / "x.md")]) == 2  # fmt: skip
     assert "--gpu-model 'Voodoo2': no peak FLOP/s known" in capsys.readouterr().err
@@ -105,5 +161,6 @@ def test_the_plan_rule_takes_the_training_jobs_gpus_from_the_slurm_profile():
     (job,) = [j for j in planned_jobs(run.stdout + run.stderr) if j["rule"] == "plan"]
     assert "--gpu-model P100 --gpus 8 --nodes 1" in job["shell"], job["shell"]
     assert '"train": {' in job["shell"] and '"mem_mb": 99000' in job["shell"]
+    assert f"--benchmark {ROOT / 'benchmarks' / 'gpu.json'}" in job["shell"]  # where benchmarks/gpu.py writes
     h100 = snakemake("--profile", "slurm", "plan", "-n", "-p", "--set-resources", "plan:gpu_model=H100")
     assert "--gpu-model H100 --gpus 8" in h100.stdout + h100.stderr

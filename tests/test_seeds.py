@@ -8,6 +8,7 @@ import copy
 import csv
 import itertools
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ import sacrebleu
 from conftest import ROOT, flat, job_counts, planned_jobs, snakemake, squeeze, tiny_demo_config
 from sacrebleu.significance import PairedTest
 
-from aiayn.evaluation.replicates import mean_and_spread, stratified_ar_p
+from aiayn.evaluation.replicates import mean_and_spread, strata, stratified_ar_p
 from aiayn.report.tables import build, csv_lines, over_seeds, records_of, run_frame, write_table
 from aiayn.study import config as cfg
 from aiayn.study.config import ConfigError
@@ -113,8 +114,11 @@ def test_identical_and_opposite_systems():
     assert stratified_ar_p(ref, same, copy.deepcopy(same), 200) == 1.0  # no difference, nothing to test
     wrong = [["x y z"] * len(ref)] * 2
     assert stratified_ar_p(ref, same, wrong, 200) == pytest.approx(1 / 201)
-    # the replicates are paired in order; the longer list's extra runs are left out
-    assert stratified_ar_p(ref, same, [wrong[0]], 200) == stratified_ar_p(ref, same[:1], wrong[:1], 200)
+    # replicates as many on each side: paired in order; else every one of one side with every one of the other
+    assert strata(["b1", "b2"], ["s1", "s2"]) == (["b1", "b2"], ["s1", "s2"])
+    assert strata(["b1", "b2", "b3"], ["s1"]) == (["b1", "b2", "b3"], ["s1", "s1", "s1"])
+    assert strata(["b1", "b2"], ["s1", "s2", "s3"]) == (["b1", "b2"] * 3, ["s1", "s1", "s2", "s2", "s3", "s3"])
+    assert stratified_ar_p(ref, same, [wrong[0]], 200) == stratified_ar_p(ref, same, [wrong[0]] * 2, 200)
 
 
 # -- the grid ------------------------------------------------------------------------------------
@@ -261,14 +265,27 @@ def test_table3_over_seeds_cells_marks_and_csv(three_rows):
     assert base["seeds"] == 3 and base["dev_bleu"] == pytest.approx(81.0) and base["dev_bleu_s_sel"] == 1.0
     assert base["dev_ppl"] == pytest.approx(1.25) and base["dev_ppl_s_sel"] == pytest.approx(0.05)
     assert a["dev_bleu"] == pytest.approx(42.0) and a["dev_bleu_s_sel"] == pytest.approx(2.0)
-    assert a["test"] == "stratified approximate randomization, 3 seeds each"
+    assert a["test"] == (
+        "stratified approximate randomization, seeds paired in order: A, A.seed-2, A.seed-3 against base, "
+        "base.seed-2, base.seed-3"
+    )
     assert a["p_value_vs_base"] == pytest.approx(1 / 201) and a["significant"] == "yes"
     assert d["seeds"] == 1 and d["dev_bleu_s_sel"] is None and d["dev_bleu"] == 80.5
-    assert d["test"] == "paired bootstrap, one run each (test-set noise only)" and d["significant"] == "no"
+    # one run against base's three: against all three, the runs base's mean (81.0) is over, not its first (80.0)
+    assert (
+        d["test"]
+        == "stratified approximate randomization, every pair of runs: D against base, base.seed-2, base.seed-3"
+    )
+    assert d["significant"] == "no" and d["dev_bleu_vs_base"] == "worse"
+    hyps = {n: (results / n / "dev.hyp").read_text().splitlines() for n in ("base", "base.seed-2", "base.seed-3", "D")}
+    bases = [hyps["base"], hyps["base.seed-2"], hyps["base.seed-3"]]
+    assert d["p_value_vs_base"] == stratified_ar_p(REF * 8, bases, [hyps["D"]] * 3, 200)
+    assert d["p_value_vs_base"] != stratified_ar_p(REF * 8, bases[:1], [hyps["D"]], 200)  # base's first run alone
     md = squeeze((results / "tables/table3.md").read_text())
     assert "| A [2] |  |  |  | 1 | 96 | 96 |  |  |  | 1.70 | 42.00 | 0.60 |" in md  # only what differs from base
     assert "2. A: mean of 3 seeds (PPL s_sel 0.10, BLEU s_sel 2.00);" in flat(md)
-    assert "p = 0.0050 against base, significant (stratified approximate randomization, 3 seeds each)" in flat(md)
+    assert "p = 0.0050 against base, significant (stratified approximate randomization, seeds paired in order: A, " \
+        "A.seed-2, A.seed-3 against base, base.seed-2, base.seed-3)" in flat(md)  # fmt: skip
     assert "stratified approximate randomization (Clark et al. 2011)" in flat(md)
     table = list(csv.DictReader((results / "tables/table3.csv").open()))
     assert [(r["experiment"], r["seed"], r["replicate_of"]) for r in table] == [
@@ -277,6 +294,37 @@ def test_table3_over_seeds_cells_marks_and_csv(three_rows):
         ("D", "1", ""),
     ]  # fmt: skip
     assert [float(r["dev_bleu"]) for r in table[1:4]] == [80.0, 81.0, 82.0]
+    # each row's direction is that of the means over the very runs its test names
+    bleu = {r["experiment"]: float(r["dev_bleu"]) for r in table if r["seed"]}
+    for row in (a, d):
+        ours, theirs = (names.split(", ") for names in row["test"].split(": ", 1)[1].split(" against "))
+        mean = lambda names: sum(bleu[n] for n in names) / len(names)  # noqa: E731
+        assert row["dev_bleu_vs_base"] == ("better" if mean(ours) > mean(theirs) else "worse"), row["test"]
+
+
+def test_a_row_that_ignores_its_input_is_tested_and_counted_nowhere(three_rows):
+    """D writes one sentence whatever its source: no p-value, no direction, and Table 3's summary line
+    leaves it out, naming it; a seed of A that does the same is left out of A's mean and test."""
+    results, specs = three_rows
+    specs[0]["paper"], specs[1]["paper"], specs[2]["paper"] = (
+        {"dev_ppl": 4.92, "dev_bleu": 25.8},
+        {"dev_ppl": 5.29, "dev_bleu": 24.9},
+        {"dev_ppl": 4.67, "dev_bleu": 25.3},
+    )
+    for name in ("D", "A.seed-3"):
+        score = json.loads((results / name / "dev.score.json").read_text())
+        Path(score["hyp"]).write_text("the cat sat on the mat today\n" * len(REF * 8))
+    rows = write_table(3, experiments=specs, results=results, bootstrap=200, log=lambda *_: None)
+    _, a, d = rows
+    assert d["status"] == "ignores its input" and d["p_value_vs_base"] is None and d["as_paper"] is None
+    assert d["dev_bleu_vs_base"] is None and d["moves_as_paper"] is None
+    assert a["dev_bleu"] == pytest.approx(41.0) and a["test"].endswith(
+        ": A, A.seed-2 against base, base.seed-2, base.seed-3"
+    )
+    assert a["status"] == "2 of 3 seeds done, 1 left out (ignores its input)"
+    md = flat((results / "tables/table3.md").read_text())
+    assert "1 of 1 variations move as in the paper" in md and "1 of them significantly" in md  # A alone
+    assert "left out, no result: D (ignores its input)" in md and "pending or without" not in md
 
 
 def test_a_row_with_a_seed_still_training_says_so(three_rows):

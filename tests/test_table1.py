@@ -60,18 +60,40 @@ def test_the_unrolled_cell_is_the_lstm_and_restricted_attention_with_a_wide_band
     )
 
 
-def test_the_table_shows_the_papers_column_beside_the_measured_one(tmp_path):
+def test_the_table_is_the_papers_with_ours_under_each_row_and_every_column_in_its_csv(tmp_path):
     settings = '{"d_model": 32, "n": [16, 32, 64], "d": [16, 32], "r": 4, "path_n": [8, 16], "repeats": 1}'
     argv = ["table1", "--settings", settings, "--out-md", str(tmp_path / "t.md"), "--out-csv", str(tmp_path / "t.csv"),
-            "--figure", str(tmp_path / "t.png")]  # fmt: skip
+            "--out-html", str(tmp_path / "t.html"), "--figure", str(tmp_path / "t.png")]  # fmt: skip
     assert cli.main(argv) == 0
     rows = {r["layer"]: r for r in csv.DictReader((tmp_path / "t.csv").open())}
     assert set(rows) == set(table1.KINDS)
     assert (
-        rows["self-attention"]["paper_complexity"] == "O(n^2 d)"
-        and rows["self-attention"]["n_exponent_flops"] == "2.00"
+        rows["self-attention"]["paper_complexity"] == "O(n²·d)" and rows["self-attention"]["n_exponent_flops"] == "2.00"
     )
     assert rows["recurrent"]["paper_path"] == "O(n)" and rows["recurrent"]["path_length"] == "8 at n=8, 16 at n=16"
-    assert rows["convolutional"]["paper_path"] == "O(log_k(n))"
+    assert (
+        rows["convolutional"]["paper_path"] == "O(log_k(n))"
+        and "contiguous: 7 at n=8" in rows["convolutional"]["path_length"]
+    )
     md = (tmp_path / "t.md").read_text()
-    assert "Crossover, in this machine's wall time when it ran" in md and (tmp_path / "t.png").stat().st_size > 1000
+    assert max(map(len, md.splitlines())) <= 120, max(md.splitlines(), key=len)
+    block = [line for line in md.splitlines() if line.startswith("|")]
+    cells = [[c.strip() for c in line.strip("|").split(" | ")] for line in block]
+    assert cells[0] == ["Layer Type", "Complexity per Layer", "Sequential Operations", "Maximum Path Length"]
+    assert cells[2] == ["Self-Attention", "O(n²·d)", "O(1)", "O(1)"] and cells[3] == [
+        "ours [1]",
+        "n^2.00·d^1.00",
+        "1",
+        "1, 1",
+    ]
+    assert (
+        cells[4] == ["Recurrent", "O(n·d²)", "O(n)", "O(n)"]
+        and cells[5][0] == "ours [2]"
+        and cells[5][2:] == ["64", "8, 16"]
+    )
+    assert cells[8][0] == "Self-Attention (restricted)" and cells[9][3] == "2, 4"  # ceil((n - 1) / r), r = 4
+    assert cells[10][0] == "ours: separable conv. [5]" and cells[10][3] == "not measured"
+    assert "5. §4's separable convolution" in md and "Crossover, in this machine's wall time when it ran" in md
+    page = (tmp_path / "t.html").read_text()
+    assert page.index("<table>") < page.index("<ol>") and '<tr class="ours"><td>ours [1]</td>' in page
+    assert (tmp_path / "t.png").stat().st_size > 1000

@@ -221,10 +221,12 @@ WORKING = {
             o / "t1.md",
             "--out-csv",
             o / "t1.csv",
+            "--out-html",
+            o / "t1.html",
             "--figure",
             o / "t1.png",
         ],  # fmt: skip
-        ["--out-md", "--out-csv", "--figure"],
+        ["--out-md", "--out-csv", "--out-html", "--figure"],
     ),
     "tables": (
         lambda w, o: [

@@ -1,4 +1,13 @@
-"""aiayn: "Attention Is All You Need" (Vaswani et al. 2017) reproduced as one Snakemake pipeline."""
+"""aiayn: "Attention Is All You Need" (Vaswani et al. 2017) reproduced as one Snakemake pipeline.
+
+A folder per stage of the pipeline, in the Snakefile's order: `study` (config.yaml made into a
+plan), `data`, `parsing`, `check`, `training`, `evaluation`, `report`; below them `model` (the
+Transformer) and `runtime` (what the stages run on). `cli` is `python -m aiayn <command>` (run by
+`__main__`), one module of `commands` per command; `errors` and `io` are what every stage shares
+(the one class of errors a user can fix, the one boundary that explains them, atomic writes);
+`inventory` binds every input of the package to its one check. docs/development.md maps them too;
+tests/test_maps.py holds both maps to the files.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
-"""`python -m aiayn <command>`: one thin entry point per pipeline stage.
+"""`python -m aiayn <command>`: the one entry point of every command, and what they share around it.
 
-Each command parses its arguments and calls one library function. What the user can act on (a bad
+The commands (`COMMANDS`) are the pipeline's steps, each run by its rule, and a few a user runs by
+hand. Each command is a module of aiayn.commands: it parses its arguments and calls one library function.
+Before it runs, every output is checked against the inputs (`guard`, from aiayn.inventory); after,
+with AIAYN_COSTS set, what it cost is recorded (`record_cost`). What the user can act on (a bad
 config, a missing or damaged file, a full disk or a read-only folder, too little memory, Ctrl-C)
 ends with one line on stderr naming the file or key and what to do (`aiayn.errors.explain`),
 and exit code 2 (130 for Ctrl-C, 143 and 129 for SIGTERM and SIGHUP; `train` has codes of its own:

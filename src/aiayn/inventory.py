@@ -199,6 +199,7 @@ COMMANDS: dict[str, dict[str, Check]] = {
         "--settings": settings("table1"),
         "--out-md": OUTPUT,
         "--out-csv": OUTPUT,
+        "--out-html": OUTPUT,
         "--figure": OUTPUT,
         "--threads": NUMBER,
     },

@@ -1,7 +1,7 @@
 """`python -m aiayn plan`: the study's cost before launch (`aiayn.report.plan`): per training and in
-total the model FLOPs of its updates, GPU hours and wall time at an MFU (measured by benchmarks/gpu.py,
-else the paper's own), its checkpoints' disk at their peak, its measured host memory against what
-its job requests."""
+total the model FLOPs of its updates, GPU hours and wall time at an MFU (the paper's own at fp32 on
+P100, one benchmarks/gpu.py measured, or an assumption the plan names), its checkpoints' disk at
+their peak, its measured host memory against what its job requests."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def add_arguments(parser):
     )
     parser.add_argument("--requests", default="{}", help="JSON: {rule: {resource: value}} the jobs request")
     parser.add_argument("--costs", help="the rehearsal's cost.csv: the jobs' measured peak memory")
-    parser.add_argument("--benchmark", help="benchmarks/gpu.py's JSON result: the MFU measured on that GPU")
+    parser.add_argument("--benchmark", help="benchmarks/gpu.py's JSON result: the MFU measured on a GPU at a precision")
     parser.add_argument("--out", required=True, help="the plan as Markdown")
 
 

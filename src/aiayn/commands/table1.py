@@ -15,8 +15,9 @@ def add_arguments(parser):
         default="{}",
         help=f"JSON, config key table1; what is not given is its default: {json.dumps(config.defaults('table1'))}",
     )
-    parser.add_argument("--out-md", required=True, help="the table as Markdown")
-    parser.add_argument("--out-csv", required=True, help="the table as CSV")
+    parser.add_argument("--out-md", required=True, help="the table as the paper prints it, ours under it (Markdown)")
+    parser.add_argument("--out-csv", required=True, help="the table, every column (CSV)")
+    parser.add_argument("--out-html", required=True, help="the table as the paper prints it, as an HTML page")
     parser.add_argument("--figure", required=True, help="log-log FLOPs and time against n (PNG)")
     parser.add_argument(
         "--threads",
@@ -33,6 +34,7 @@ def run(args) -> int:
         settings(args.settings, "--settings", "table1"),
         out_md=args.out_md,
         out_csv=args.out_csv,
+        out_html=args.out_html,
         figure_path=args.figure,
         threads=args.threads,
         log=say,

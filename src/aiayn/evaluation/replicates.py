@@ -10,7 +10,8 @@ MultEval does:
 
 and test a row against base with MultEval's stratified approximate randomization
 (StratifiedApproximateRandomizationTest, two-sided): replicate j of the row is paired with
-replicate j of base, the data points are every (replicate, sentence) pair, each shuffle swaps the
+replicate j of base (where the two have as many; else every replicate of one with every replicate
+of the other, `strata`), the data points are every (replicate, sentence) pair, each shuffle swaps the
 two systems' hypotheses of a data point with probability 1/2, the statistic is the absolute
 difference of corpus BLEU over all data points, and p = (#{shuffled > observed} + 1) /
 (shuffles + 1): sacreBLEU's paired AR test (which takes the p-value formula from the same Java
@@ -44,6 +45,17 @@ def mean_and_spread(values: Sequence[float]) -> tuple[float, float | None]:
     return mean, math.sqrt(added((v - mean) ** 2 for v in values) / (n - 1))
 
 
+def strata(base: Sequence, system: Sequence) -> tuple[list, list]:
+    """The pairs of replicates the stratified test compares, as two aligned lists: replicate j of one
+    with replicate j of the other where both have as many (MultEval's pairing), else every replicate
+    of one with every replicate of the other. Either way each side is all its replicates, each as
+    often: the test compares the runs the two rows' means are taken over (one run against base's
+    three: that run against each of the three, not against base's first alone)."""
+    if len(base) == len(system):
+        return list(base), list(system)
+    return [b for _ in system for b in base], [s for s in system for _ in base]
+
+
 def stratified_ar_p(
     ref: Sequence[str],
     base: Sequence[Sequence[str]],
@@ -51,19 +63,19 @@ def stratified_ar_p(
     shuffles: int,
 ) -> float:
     """MultEval's stratified approximate randomization p-value of `system` against `base`, each a
-    list of replicates (one decoded file each, in seed order) of the same test set `ref`. Replicate
-    j is paired with replicate j; only as many pairs as the shorter list has are tested.
+    list of replicates (one decoded file each, in seed order) of the same test set `ref`, paired as
+    `strata` pairs them.
 
     The data points of the stratified test are the (replicate, sentence) pairs, each shuffled on
     its own, and corpus BLEU sums sufficient statistics over all of them: that is sacreBLEU's
     paired AR test (`sacrebleu.significance.PairedTest`, its seed: SACREBLEU_SEED, default 12345)
     on the replicates laid end to end against the reference repeated as often."""
-    k = min(len(base), len(system))
-    if k == 0:
+    if not base or not system:
         raise ValueError("no replicate to test")
-    refs = [list(ref) * k]
-    a = [line for hyps in base[:k] for line in hyps]
-    b = [line for hyps in system[:k] for line in hyps]
+    base, system = strata(base, system)
+    refs = [list(ref) * len(base)]
+    a = [line for hyps in base for line in hyps]
+    b = [line for hyps in system for line in hyps]
     if BLEU().corpus_score(a, refs).score == BLEU().corpus_score(b, refs).score:
         return 1.0  # MultEval and sacreBLEU would say 1 / (shuffles + 1): "significant" for no difference
     test = PairedTest([("base", a), ("system", b)], {"BLEU": BLEU()}, refs, test_type="ar", n_samples=shuffles)

@@ -21,6 +21,7 @@ from aiayn.study.paper import NOT_COMPARABLE
 WIDTH = 120  # characters a line of the block (and of the notes, wrapped)
 OURS = "_ours"  # the key that marks a line of the block as ours (a line of the paper's has none)
 NOT_A_RESULT = "✗"  # after a figure of a model that ignores its input (aiayn.evaluation.dependence)
+IGNORES_INPUT = "ignores its input"  # the status of a scored model whose output does not depend on its source
 PAPER_PAIRS = ("EN-DE", "EN-FR")  # Table 2's columns, in the paper's order
 
 # Table 2 of the paper: the systems it compares (BLEU EN-DE, EN-FR; training cost in FLOPs EN-DE, EN-FR)
@@ -113,7 +114,12 @@ def figure(value: float | None, row: dict, digits: int = 2) -> str:
             return f"at {100 * done // total} %" if total else "pending"
         return "pending" if status.startswith("pending") else ""
     text = f"{value:.{digits}f}"
-    return f"{text} {NOT_A_RESULT}" if status.startswith("ignores its input") else text
+    return f"{text} {NOT_A_RESULT}" if no_result(row) else text
+
+
+def no_result(row: dict) -> bool:
+    """Whether a row is of a model that ignores its input: no result, counted nowhere."""
+    return str(row.get("status") or "").startswith(IGNORES_INPUT)
 
 
 def steps_text(steps) -> str:

@@ -1,9 +1,14 @@
 """Rows of a table (dicts) as Markdown and as CSV, from the same values, through a pandas DataFrame;
-the line every table ends with."""
+a table's document (its parts: title, table, paragraphs, numbered notes) as Markdown and as an HTML
+page; the line every table ends with."""
 
 from __future__ import annotations
 
+import html
+import re
+
 from aiayn import described
+from aiayn.report.compact import OURS, fill, numbered
 
 
 def cell(value, key: str = "") -> str:
@@ -67,3 +72,69 @@ def compact_markdown(lines: list[dict], columns: list[str], right: set[str] = fr
 def footer() -> str:
     """The last line of every table: which aiayn wrote it."""
     return f"\nWritten by aiayn {described()}.\n"
+
+
+def paragraphs(text: str) -> list[tuple[str, str]]:
+    """A note's text (lines, blank ones between) as paragraph parts."""
+    return [("p", line.strip()) for line in text.split("\n") if line.strip()]
+
+
+def markdown_of(parts: list[tuple[str, object]]) -> str:
+    """A table's `document` as Markdown, its prose wrapped to WIDTH characters a line."""
+    out = []
+    for kind, content in parts:
+        if kind == "title":
+            out.append(f"# {content}\n")
+        elif kind == "h2":
+            out.append(f"## {content}\n")
+        elif kind == "table":
+            out.append(compact_markdown(*content))
+        elif kind == "ol":
+            out.append(numbered(content))
+        else:
+            out.append(fill(content) + "\n")
+    return "\n".join(out)
+
+
+def html_of(parts: list[tuple[str, object]]) -> str:
+    """A table's `document` as one self-contained HTML page, what Snakemake's report shows of it:
+    the paper's table with our rows in it first, its figures aligned right."""
+    body, title = [], ""
+    for kind, content in parts:
+        if kind == "title":
+            title = inline(content)
+            body.append(f"<h1>{title}</h1>")
+        elif kind == "h2":
+            body.append(f"<h2>{inline(content)}</h2>")
+        elif kind == "table":
+            lines, cols, right = content
+            right = {c: ' class="n"' if c in right else "" for c in cols}
+            head = "".join(f"<th{right[c]}>{inline(c)}</th>" for c in cols)
+            trs = "".join(
+                ('<tr class="ours">' if line.get(OURS) else "<tr>")
+                + "".join(f"<td{right[c]}>{inline(str(line.get(c, '')))}</td>" for c in cols)
+                + "</tr>"
+                for line in lines
+            )
+            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{trs}</tbody></table>")
+        elif kind == "ol":
+            body.append("<ol>" + "".join(f"<li>{inline(n)}</li>" for n in content) + "</ol>")
+        else:
+            body.append(f"<p>{inline(content)}</p>")
+    return (
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title>'
+        f"<style>{STYLE}</style></head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n"
+    )
+
+
+STYLE = (
+    "body{font-family:sans-serif;max-width:60em;margin:1em auto;padding:0 1em;line-height:1.4}"
+    "table{border-collapse:collapse;margin:1em 0}th,td{padding:.2em .6em;border-bottom:1px solid #ddd;"
+    "text-align:left;white-space:nowrap}th{border-bottom:2px solid #444}.n{text-align:right}"
+    "tr.ours td{background:#eef4ff;font-weight:bold}ol,p{font-size:.9em}code{font-size:.95em}"
+)
+
+
+def inline(text: str) -> str:
+    """Text as HTML: escaped, `code` spans as <code>."""
+    return re.sub(r"`([^`]*)`", r"<code>\1</code>", html.escape(text, quote=False))

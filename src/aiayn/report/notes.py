@@ -1,27 +1,26 @@
 """What the paper's Tables 2, 3 and 4 say in words around our numbers: each table's title, the
 notes under it (what its columns mean, what cleaning removed, why a cost cell is blank, Table 3's
 verdict on the paper's findings, what the CSV's columns mean), and a table's document as parts
-(`document`), written as Markdown (`markdown_of`) and as an HTML page (`html_of`). The numbers are
+(`document`), written as Markdown and as an HTML page (aiayn.report.format). The numbers are
 `aiayn.report.tables`'; the table as the paper prints it, our rows in it, is `aiayn.report.compact`'s.
 """
 
 from __future__ import annotations
 
-import html
-import re
 from pathlib import Path
 
 from aiayn.evaluation.replicates import SIGNIFICANCE
-from aiayn.report.compact import NOT_A_RESULT, OURS, block, columns, fill, numbered, right_aligned
-from aiayn.report.format import compact_markdown, footer
+from aiayn.report.compact import IGNORES_INPUT, NOT_A_RESULT, block, columns, no_result, right_aligned
+from aiayn.report.format import footer, markdown_of, paragraphs
 from aiayn.runtime import records
 from aiayn.runtime.hardware import PEAKS, gpu_model
 from aiayn.study.layout import Layout
 
 
 def findings_line(rows: list[dict]) -> str:
-    """The sum of Table 3's `as_paper`: how many variations move as in the paper, how many significantly."""
-    judged = [r for r in rows if r.get("moves_as_paper")]
+    """The sum of Table 3's `as_paper`: how many variations move as in the paper, how many significantly;
+    a row that ignores its input counts in none of them, and is named as left out."""
+    judged = [r for r in rows if r.get("moves_as_paper") and not no_result(r)]
     if not judged:
         return ""
     yes = [r for r in judged if r["moves_as_paper"] == "yes"]
@@ -41,9 +40,12 @@ def findings_line(rows: list[dict]) -> str:
         if tested
         else ", none tested for significance"
     )
-    waiting = sum(1 for r in rows if r.get("as_paper") is None)
+    waiting = sum(1 for r in rows if r.get("as_paper") is None and not no_result(r))
     if waiting:
         line += f"; {waiting} row(s) pending or without the paper's figures"
+    ignoring = [r["experiment"] for r in rows if no_result(r)]
+    if ignoring:
+        line += f"; left out, no result: {', '.join(ignoring)} ({IGNORES_INPUT})"
     return line + ".\n"
 
 
@@ -138,11 +140,13 @@ def column_note(number: int) -> str:
             "\ndev_ppl: per-piece perplexity on the dev set at the last checkpoint (depends on eps_ls, as the "
             f"paper says); dev_bleu: tokenized BLEU of the last checkpoint, no averaging. {SEEDS_NOTE} "
             "p_value_vs_base: the difference of sacreBLEU's BLEU (13a) to the base row's, tested as `test` "
-            "says: where both rows have several seeds, MultEval's stratified approximate randomization (Clark "
-            "et al. 2011) over every seed's translations, replicate j paired with base's replicate j, which "
-            "accounts for training noise; where either has one seed, sacreBLEU's paired bootstrap (Koehn 2004) "
-            f'of the two runs, which measures test-set sampling only. significant: p < {SIGNIFICANCE:g}; a "no" '
-            "row's difference to base may be noise. as_paper: whether the variation moved dev perplexity and dev "
+            "says, over the runs it names, those the two rows' figures are the means of (scored, and not "
+            "ignoring their input): where either row has several seeds, MultEval's stratified approximate "
+            "randomization (Clark et al. 2011) over every run's translations, replicate j paired with base's "
+            "replicate j (every run of one with every run of the other where the rows have not as many), which "
+            "accounts for training noise; one run each, sacreBLEU's paired bootstrap (Koehn 2004), which measures "
+            f'test-set sampling only. significant: p < {SIGNIFICANCE:g}; a "no" row\'s difference to base may be '
+            "noise. as_paper: whether the variation moved dev perplexity and dev "
             "BLEU against the base row the way the paper's row moved against the paper's base (better or worse; "
             "yes, partly or no), and whether its BLEU difference is significant; where the paper's figure did not "
             "move, ours is said and not judged.\n"
@@ -169,11 +173,6 @@ def legend(number: int) -> str:
     )
 
 
-def paragraphs(text: str) -> list[tuple[str, str]]:
-    """A note's text (lines, blank ones between) as paragraph parts."""
-    return [("p", line.strip()) for line in text.split("\n") if line.strip()]
-
-
 def document(
     number: int, rows: list[dict], study: str | None = None, notes: str = "", experiments: list[dict] | None = None
 ) -> list[tuple[str, object]]:
@@ -182,7 +181,7 @@ def document(
     kind "table", content (lines, columns, right-aligned columns)), how to read it, our rows'
     numbered notes ("ol"), then what the CSV's columns mean and `notes` (e.g. the cleaning's),
     aiayn's version last. `experiments` (Study.table_spec's, aligned with `rows`) give each row its
-    language pair and preset. `markdown_of` and `html_of` write the same parts."""
+    language pair and preset. `format.markdown_of` and `format.html_of` write the same parts."""
     lines, row_notes = block(number, rows, experiments)
     parts: list[tuple[str, object]] = [("title", TITLES[number])]
     if study:
@@ -208,64 +207,3 @@ def markdown_document(
 ) -> str:
     """Table `number` as Markdown (`document`, `markdown_of`)."""
     return markdown_of(document(number, rows, study, notes, experiments))
-
-
-def markdown_of(parts: list[tuple[str, object]]) -> str:
-    """A table's `document` as Markdown, its prose wrapped to WIDTH characters a line."""
-    out = []
-    for kind, content in parts:
-        if kind == "title":
-            out.append(f"# {content}\n")
-        elif kind == "h2":
-            out.append(f"## {content}\n")
-        elif kind == "table":
-            out.append(compact_markdown(*content))
-        elif kind == "ol":
-            out.append(numbered(content))
-        else:
-            out.append(fill(content) + "\n")
-    return "\n".join(out)
-
-
-def html_of(parts: list[tuple[str, object]]) -> str:
-    """A table's `document` as one self-contained HTML page, what Snakemake's report shows of it:
-    the paper's table with our rows in it first, its figures aligned right."""
-    body, title = [], ""
-    for kind, content in parts:
-        if kind == "title":
-            title = inline(content)
-            body.append(f"<h1>{title}</h1>")
-        elif kind == "h2":
-            body.append(f"<h2>{inline(content)}</h2>")
-        elif kind == "table":
-            lines, cols, right = content
-            right = {c: ' class="n"' if c in right else "" for c in cols}
-            head = "".join(f"<th{right[c]}>{inline(c)}</th>" for c in cols)
-            trs = "".join(
-                ('<tr class="ours">' if line.get(OURS) else "<tr>")
-                + "".join(f"<td{right[c]}>{inline(str(line.get(c, '')))}</td>" for c in cols)
-                + "</tr>"
-                for line in lines
-            )
-            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{trs}</tbody></table>")
-        elif kind == "ol":
-            body.append("<ol>" + "".join(f"<li>{inline(n)}</li>" for n in content) + "</ol>")
-        else:
-            body.append(f"<p>{inline(content)}</p>")
-    return (
-        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title>'
-        f"<style>{STYLE}</style></head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n"
-    )
-
-
-STYLE = (
-    "body{font-family:sans-serif;max-width:60em;margin:1em auto;padding:0 1em;line-height:1.4}"
-    "table{border-collapse:collapse;margin:1em 0}th,td{padding:.2em .6em;border-bottom:1px solid #ddd;"
-    "text-align:left;white-space:nowrap}th{border-bottom:2px solid #444}.n{text-align:right}"
-    "tr.ours td{background:#eef4ff;font-weight:bold}ol,p{font-size:.9em}code{font-size:.95em}"
-)
-
-
-def inline(text: str) -> str:
-    """Text as HTML: escaped, `code` spans as <code>."""
-    return re.sub(r"`([^`]*)`", r"<code>\1</code>", html.escape(text, quote=False))

@@ -5,11 +5,13 @@ at their peak, the host memory it was measured to need, and the Slurm resources 
 - FLOPs: the project's own count of an update (`aiayn.runtime.hardware.training_flops`) over
   `tokens_per_update` source and as many target tokens in sentences of the dataset's mean length
   (`MEAN_LENGTH`, the WMT news slice's), times the planned updates.
-- MFU: where `benchmarks/gpu.json` (benchmarks/gpu.py) measured base or big on the GPU planned for,
-  that figure (the nearer model size for other models); otherwise the paper's own: its FLOPs (our
-  count of its 100,000 base and 300,000 big updates) over its 12 hours and 3.5 days on 8 P100s at
-  their single-precision peak (footnote 5) — applied to the planned GPU's peak at the study's
-  precision, the plan says which.
+- MFU, applied only at the GPU and arithmetic it was measured at (`Measured`): the paper's own at
+  fp32 on P100 (our FLOPs count of its 100,000 base and 300,000 big updates over its 12 hours and
+  3.5 days on 8 P100s at their single-precision peak, footnote 5), and what `benchmarks/gpu.json`
+  (benchmarks/gpu.py) measured on the GPU planned for at its precision. A training planned at
+  another precision on a measured GPU is assumed no faster than the figure measured there (its MFU
+  of the lower of the two peaks); on an unmeasured GPU, the paper's MFU of that GPU's peak at the
+  planned precision. Each assumption is named in the plan's header, each row says which it took.
 - Disk: what a run keeps (`aiayn.runtime.checkpoint`): `keep_checkpoints` step checkpoints of the
   weights (4 bytes a parameter), RESUMABLE resume checkpoints (the weights and Adam's two moments:
   12 bytes a parameter) and the final model's weights; a few KB of settings aside.
@@ -24,6 +26,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 from aiayn.errors import UserError
@@ -59,6 +62,17 @@ def update_flops(model: dict, vocab: int, tokens: int, length: float) -> float:
     return training_flops({**model, "tgt_vocab": vocab}, [size] * sentences, [size] * sentences)
 
 
+@dataclass(frozen=True)
+class Measured:
+    """The MFU of base and big measured on one GPU at one arithmetic, and where it was measured."""
+
+    name: str  # what a row of the plan calls it: "paper", "measured"
+    gpu: str  # a PEAKS entry
+    precision: str
+    mfu: dict  # {"base": fraction of that precision's peak, "big": ...}
+    where: str  # the sentence the plan's header says of it
+
+
 def paper_mfu() -> dict[str, float]:
     """The paper's MFU of base and big: our FLOPs count of its updates over its GPU time at FP32 peak."""
     out = {}
@@ -68,20 +82,82 @@ def paper_mfu() -> dict[str, float]:
     return out
 
 
-def measured_mfu(benchmark: Path | None, gpu: str) -> dict[str, float]:
-    """MFU of base and big that benchmarks/gpu.py measured on `gpu` (empty where it did not, or where
-    there is no such file); a file that is not such a result is refused naming it."""
+def papers() -> Measured:
+    """The paper's own figure: fp32 (footnote 5's peak) on its 8 P100s."""
+    mfu = paper_mfu()
+    return Measured(
+        "paper",
+        "P100",
+        "fp32",
+        mfu,
+        f"the paper's own: {mfu['base']:.1%} (base) and {mfu['big']:.1%} (big) of the P100's fp32 peak: our FLOPs "
+        "count of its 100,000 and 300,000 updates over its 12 hours and 3.5 days on 8 P100s (§5.2) at "
+        f"{PEAKS['P100']['fp32'] / 1e12:g} TFLOP/s each (footnote 5)",
+    )
+
+
+def measured_mfu(benchmark: Path | None, gpu: str) -> list[Measured]:
+    """What benchmarks/gpu.py measured on `gpu`, one `Measured` per precision with both base and big
+    (its uncompiled trainer's updates; none where there is no such file or it measured another GPU);
+    a file that is not such a result is refused naming it."""
     if benchmark is None or not benchmark.is_file():
-        return {}
+        return []
     try:
         report = json.loads(readable(benchmark, "a GPU benchmark result").read_text(encoding="utf-8"))
-        runs = {run["model"]: float(run["mfu"]) for run in report.get("training", []) if run.get("mfu")}
-        device = str(report.get("device", ""))
+        device, date = str(report["device"]), str(report.get("date", "undated"))
+        runs: dict[str, dict[str, float]] = {}
+        for run in report["training"]:
+            if run.get("mfu") is not None and not run.get("compile"):
+                runs.setdefault(str(run["precision"]), {})[str(run["preset"])] = float(run["mfu"])
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise UserError(f"{benchmark}: not a result of benchmarks/gpu.py ({type(exc).__name__}: {exc})") from None
-    if gpu_model(device) != gpu_model(gpu) or not all(0 < v <= 1 for v in runs.values()):
-        return {}
-    return runs
+    if gpu_model(device) != gpu_model(gpu):
+        return []
+    if not all(0 < v <= 1 for mfu in runs.values() for v in mfu.values()):
+        raise UserError(f"{benchmark}: an MFU outside (0, 1]; run benchmarks/gpu.py again")
+    return [
+        Measured(
+            "measured",
+            gpu_model(gpu),
+            precision,
+            mfu,
+            f"measured by benchmarks/gpu.py on {device} ({date}, {benchmark})",
+        )
+        for precision, mfu in sorted(runs.items())
+        if {"base", "big"} <= set(mfu)
+    ]
+
+
+def throughput(figures: list[Measured], gpu: str, precision: str) -> tuple[Measured, float, str, str]:
+    """(figure, peak FLOP/s its MFU is taken of, the row's name for it, the header's sentence) for a
+    training at `precision` on `gpu` (module docstring): the figure measured there at that arithmetic;
+    else one measured on that GPU, of the lower of the two peaks; else the paper's, of `gpu`'s peak."""
+    peaks = PEAKS[gpu]
+    peak = peaks.get(precision) or peaks["fp32"]
+    for fig in figures:
+        if (fig.gpu, fig.precision) == (gpu, precision):
+            return fig, peak, fig.name, f"{precision} on {gpu}, {fig.where}"
+    measure = f"`python benchmarks/gpu.py --precision {precision} --json benchmarks/gpu.json` on {gpu} measures it"
+    for fig in figures:
+        if fig.gpu == gpu:
+            lower = min(peak, peaks[fig.precision])
+            return (
+                fig,
+                lower,
+                f"{fig.name}, at {fig.precision}'s rate",
+                f"{precision} on {gpu}, at which no MFU was measured: assumed no faster than {fig.precision}, its MFU "
+                f"taken of the lower of the two peaks ({lower / 1e12:g} TFLOP/s); the {fig.precision} figure, "
+                f"{fig.where}; {measure}",
+            )
+    fig = figures[-1]  # the paper's: any other was measured on this GPU
+    return (
+        fig,
+        peak,
+        f"{fig.name}, of {gpu}'s peak",
+        f"{precision} on {gpu}, where no MFU was measured: assumed the paper's {fig.precision} MFU of the {gpu}'s "
+        f"{precision} peak ({peak / 1e12:g} TFLOP/s), optimistic where tensor cores make that peak; "
+        f"{fig.where}; {measure}",
+    )
 
 
 def checkpoint_bytes(params: int, keep: int) -> int:
@@ -125,24 +201,21 @@ def plan(
     model_name = gpu_model(gpu)
     if model_name is None:
         raise UserError(f"--gpu-model {gpu!r}: no peak FLOP/s known for it; one of {', '.join(PEAKS)}")
-    peaks = PEAKS[model_name]
-    measured = measured_mfu(benchmark, gpu)
-    source = f"benchmarks/gpu.py on {model_name}" if measured else "the paper's (8 P100, FP32 peak)"
-    mfu_of = measured or paper_mfu()
+    figures = [*measured_mfu(benchmark, gpu), papers()]
     rss = measured_costs(costs)
     train_request = (requests or {}).get("train", {})
-    rows = []
+    rows, sources = [], {}
     for exp in experiments:
         vocab, shared = exp["vocab"]["size"], exp["vocab"]["shared"]
         params = parameters(exp["model"], vocab, shared)
-        length = MEAN_LENGTH
         tr = exp["train"]
-        precision = tr["precision"] if tr["precision"] != "auto" else "bf16" if "bf16" in peaks else "fp16"
-        peak = peaks.get(precision) or peaks["fp32"]
-        flops = tr["steps"] * update_flops(exp["model"], vocab, tr["tokens_per_update"], length)
-        mfu = mfu_of["big"] if exp["model"]["d_model"] >= 1024 else mfu_of["base"]
-        gpu_hours = flops / (mfu * peak * 3600)
+        precision = tr["precision"] if tr["precision"] != "auto" else "bf16" if "bf16" in PEAKS[model_name] else "fp16"
+        flops = tr["steps"] * update_flops(exp["model"], vocab, tr["tokens_per_update"], MEAN_LENGTH)
+        fig, of_peak, source, said = throughput(figures, model_name, precision)
+        flop_s = fig.mfu["big" if exp["model"]["d_model"] >= 1024 else "base"] * of_peak  # a GPU's, sustained
+        sources[source] = said
         need = rss.get(("train", exp["name"]))
+        gpu_hours = flops / (flop_s * 3600)
         rows.append(
             {
                 "experiment": exp["name"],
@@ -150,37 +223,90 @@ def plan(
                 "updates": tr["steps"],
                 "precision": precision,
                 "model_flops": flops,
-                "mfu": mfu,
+                "mfu": flop_s / (PEAKS[model_name].get(precision) or PEAKS[model_name]["fp32"]),
+                "mfu_from": source,
                 "gpu_hours": gpu_hours,
                 "wall_hours": gpu_hours / gpus,
                 "checkpoints_GB": checkpoint_bytes(params, tr["keep_checkpoints"] or 0) / 1e9,
                 "host_memory_GiB": need / 1024 if need else None,  # both in MiB, as Slurm's --mem counts
                 "requested_GiB": train_request.get("mem_mb", 0) / 1024 or None,
-                "short": "yes" if need and need > train_request.get("mem_mb", math.inf) else "",
+                "short": None
+                if need is None or "mem_mb" not in train_request
+                else "yes"
+                if need > train_request["mem_mb"]
+                else "no",
             }
         )
     totals = {
-        "gpu": f"{gpus} x {model_name} on {nodes} node(s)",
-        "mfu_source": source,
+        "gpu": model_name,
+        "gpus": gpus,
+        "nodes": nodes,
+        "mfu_sources": sources,
+        "costs": costs,
         "model_flops": sum(r["model_flops"] for r in rows),
         "gpu_hours": sum(r["gpu_hours"] for r in rows),
         "wall_hours": sum(r["wall_hours"] for r in rows),
         "checkpoints_GB": sum(r["checkpoints_GB"] for r in rows),
-        "short": [r["experiment"] for r in rows if r["short"]],
+        "short": [r["experiment"] for r in rows if r["short"] == "yes"],
     }
     return rows, totals
 
 
+# the columns a plan may leave blank: why, and what fills them (`blanks`)
+BLANK = {
+    "host_memory_GiB": "no rehearsal record of the training's peak RSS (in {costs}): `python benchmarks/rehearsal.py` "
+    "measures it there",
+    "short": "whether the training needs more memory than it requests is unknown without its peak RSS (the "
+    "rehearsal's record) and the train rule's mem_mb (set-resources train:mem_mb)",
+    "requested_GiB": "the train rule requests no mem_mb: set-resources train:mem_mb sets it",
+}
+
+
+def blanks(rows: list[dict], costs) -> tuple[list[str], list[str]]:
+    """(the columns to print, a sentence per column of BLANK with a blank cell): a column blank in every
+    row is left out, the sentence saying so."""
+    columns, said = list(rows[0]) if rows else [], []
+    for column, why in BLANK.items():
+        empty = [r["experiment"] for r in rows if r[column] is None]
+        if not empty:
+            continue
+        if len(empty) == len(rows):
+            columns.remove(column)
+            said.append(f"No column {column}: {why.format(costs=costs or 'none given')}.")
+        else:
+            said.append(f"{column} blank for {', '.join(empty)}: {why.format(costs=costs or 'none given')}.")
+    return columns, said
+
+
 def document(rows: list[dict], totals: dict, requests: dict | None = None) -> str:
-    """The plan as Markdown."""
+    """The plan as Markdown: where its GPUs and MFUs come from, and what every blank means."""
+    gpus, nodes = totals["gpus"], totals["nodes"]
     lines = [
         "# The study's plan, before launch\n",
-        f"\nOn {totals['gpu']}; MFU: {totals['mfu_source']}.\n",
+        f"\nPlanned for {gpus} x {totals['gpu']} on {nodes} node(s) a training (the plan rule's resources gpu, "
+        "nodes and gpu_model).",
+    ]
+    train = (requests or {}).get("train", {})
+    if requests and (train.get("gpu", 1), train.get("nodes", 1)) != (gpus, nodes):
+        asked = train.get("gpu", 1)
+        lines.append(
+            f" The train jobs request {asked} GPU(s) on {train.get('nodes', 1)} node(s) each, not these: at "
+            f"{asked} GPU(s) the trainings take {totals['gpu_hours'] / asked:,.1f} hours one after another. "
+            f"--set-resources plan:gpu={asked} plans for what they request; train:gpu={gpus} (as profiles/slurm "
+            "sets it) makes them request what is planned."
+        )
+    lines.append(
+        "\n\nMFU, and where each row's comes from (column mfu_from; mfu is of the row's precision's peak):\n\n"
+    )
+    lines += [f"- {name}: {where}.\n" for name, where in totals["mfu_sources"].items()]
+    lines.append(
         f"\nIn total: {totals['model_flops']:.2e} model FLOPs, {totals['gpu_hours']:,.0f} GPU hours, "
         f"{totals['wall_hours']:,.1f} hours of wall time one training after another, "
-        f"{totals['checkpoints_GB']:,.1f} GB of checkpoints at their peak (every run's kept).\n\n",
-        to_markdown(rows),
-    ]
+        f"{totals['checkpoints_GB']:,.1f} GB of checkpoints at their peak (every run's kept).\n\n"
+    )
+    columns, said = blanks(rows, totals["costs"])
+    lines.append(to_markdown(rows, columns))
+    lines += [f"\n{sentence}\n" for sentence in said]
     if totals["short"]:
         lines.append(
             f"\nAsk for more memory: {', '.join(totals['short'])} needed more than the train rule requests "
@@ -188,7 +314,8 @@ def document(rows: list[dict], totals: dict, requests: dict | None = None) -> st
         )
     if requests:
         asked = "; ".join(
-            f"{rule}: " + ", ".join(f"{k} {v}" for k, v in sorted(res.items())) for rule, res in requests.items()
+            f"{rule}: " + (", ".join(f"{k} {v}" for k, v in sorted(res.items())) or "none set (the executor's default)")
+            for rule, res in requests.items()
         )
         lines.append(f"\nWhat the jobs request (the rules' resources after the profile's set-resources): {asked}.\n")
     return "".join(lines)

@@ -23,7 +23,9 @@ Layers are torch's own where they exist (`nn.LSTM`, `nn.Conv1d`); self-attention
 attention written out as matrix products (so that the FLOP counter sees them; the model's fused
 `F.scaled_dot_product_attention` is not counted on CPU), and restricted self-attention the same
 attention over a band of neighbourhood r; the dilated convolution doubles as the O(log_k n) path of §4.
-`write` measures a `table1:` setting and writes the table (Markdown, CSV) and its figure.
+`write` measures a `table1:` setting and writes the table as the paper prints it, our rows under its
+rows (Markdown and an HTML page, as Tables 2-4 are written: aiayn.report.notes), every column in its
+CSV, and its figure.
 """
 
 from __future__ import annotations
@@ -37,16 +39,41 @@ import torch.nn as nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from aiayn.io import atomic_paths, together, writable
+from aiayn.report.compact import OURS, ours
 from aiayn.report.figures import pyplot, save
-from aiayn.report.format import footer, to_csv, to_markdown
+from aiayn.report.format import footer, html_of, markdown_of, paragraphs, to_csv
 
-# the paper's Table 1 (n: sequence length, d: representation dimension, k: kernel size, r: neighbourhood)
+# the paper's Table 1, its rows in its order (n: sequence length, d: representation dimension, k: kernel size,
+# r: neighbourhood): layer type, complexity per layer, sequential operations, maximum path length
+COLUMNS = ("Layer Type", "Complexity per Layer", "Sequential Operations", "Maximum Path Length")
 PAPER = {
-    "self-attention": ("O(n^2 d)", "O(1)", "O(1)"),
-    "recurrent": ("O(n d^2)", "O(n)", "O(n)"),
-    "convolutional": ("O(k n d^2)", "O(1)", "O(log_k(n))"),
-    "restricted self-attention": ("O(r n d)", "O(1)", "O(n/r)"),
+    "self-attention": ("Self-Attention", "O(n²·d)", "O(1)", "O(1)"),
+    "recurrent": ("Recurrent", "O(n·d²)", "O(n)", "O(n)"),
+    "convolutional": ("Convolutional", "O(k·n·d²)", "O(1)", "O(log_k(n))"),
+    "restricted self-attention": ("Self-Attention (restricted)", "O(r·n·d)", "O(1)", "O(n/r)"),
 }
+SEPARABLE = ("O(k·n·d + n·d²)", "O(1)", "O(log_k(n))")  # §4's separable convolution: its text, not its table
+# what each measured layer is (the first words of its note)
+ABOUT = {
+    "self-attention": "Multi-head self-attention ({heads} heads) written out as matrix products; its FLOPs are the "
+    "attention's own (Q·K^T and the weighted sum of V), the four position-wise projections (n·d² each) left out of "
+    "them as the paper counts, not of its time",
+    "recurrent": "torch's nn.LSTM; its FLOPs counted on its cell unrolled over the n steps (the fused kernel is "
+    "not counted); its path: the cell steps from reading position 0 to writing position n-1",
+    "convolutional": "torch's nn.Conv1d, kernel k = {k}; its path through k-ary dilated layers (dilation k^i, the "
+    "paper's O(log_k(n))); through contiguous layers (O(n/k)): {contiguous}",
+    "separable convolutional": "§4's separable convolution (depthwise, kernel k = {k}, then pointwise), "
+    "O(k·n·d + n·d²) in §4's text and no row of the paper's table; its path is not measured",
+    "restricted self-attention": "The same attention over a band of neighbourhood r = {r} (2r + 1 positions), "
+    "computed on the band only",
+}
+CSV_NOTE = (
+    "layer; paper_complexity, paper_sequential, paper_path: the paper's cells; n_exponent_flops, d_exponent_flops: "
+    "the fitted exponents of n and d, beside paper_n_exponent, paper_d_exponent, those the paper's complexity "
+    "implies; n_exponent_time: of the wall time; sequential_ops and path_length: measured, at their n (the "
+    "convolution's path both dilated and contiguous); flops_at_max_n, seconds_at_max_n: one layer's forward pass "
+    "at the largest n."
+)
 # exponents of n and d the paper's complexities imply
 PAPER_EXPONENTS = {
     "self-attention": (2, 1),
@@ -229,8 +256,23 @@ def sequential_operations(kind: str, n: int) -> int:
 
 
 @dataclass
+class Layer:
+    """What was measured of one layer type."""
+
+    kind: str
+    n_exponent: float  # of its FLOPs against n, at d = d_model
+    d_exponent: float  # of its FLOPs against d, at the middle n
+    time_exponent: float  # of its wall time against n
+    sequential: int  # dependent steps at the largest n
+    paths: dict[int, int]  # n -> path length (the convolution's: through k-ary dilated layers); none measured: {}
+    contiguous: dict[int, int]  # the convolution's path through contiguous layers; else {}
+    flops_at_max_n: float
+    seconds_at_max_n: float
+
+
+@dataclass
 class Result:
-    rows: list[dict]
+    layers: list[Layer]
     curves: dict  # kind -> {"n": [...], "flops": [...], "seconds": [...]}
     crossover_n: int | None
     d: int
@@ -238,89 +280,133 @@ class Result:
 
 def measure(*, d: int, ns: list[int], ds: list[int], k: int, r: int, path_ns: list[int], repeats: int = 3) -> Result:
     torch.manual_seed(0)
-    rows, curves = [], {}
-    attention_s = recurrent_s = None
+    layers, curves = [], {}
     for kind in KINDS:
         layer = make(kind, d, k=k, r=r).eval()
         f = [flops(layer, n, d) for n in ns]
         s = [seconds(layer, n, d, repeats) for n in ns]
         width = [flops(make(kind, w, k=k, r=r).eval(), ns[len(ns) // 2], w) for w in ds]
         curves[kind] = {"n": ns, "flops": f, "seconds": s}
-        if kind == "self-attention":
-            attention_s = s
-        if kind == "recurrent":
-            recurrent_s = s
-        paper = PAPER.get(kind.replace("separable ", ""), ("", "", ""))
         path_kind = "dilated convolutional" if kind == "convolutional" else kind
-        paths = {n: path_length(path_kind, n, k=k, r=r) for n in path_ns} if kind != "separable convolutional" else {}
-        if kind == "convolutional":
-            paths_plain = {n: path_length("convolutional", n, k=k, r=r) for n in path_ns}
-        rows.append(
-            {
-                "layer": kind,
-                "paper_complexity": "O(k n d + n d^2)" if kind == "separable convolutional" else paper[0],
-                "n_exponent_flops": f"{slope(ns, f):.2f}",
-                "paper_n_exponent": PAPER_EXPONENTS[kind][0],
-                "d_exponent_flops": f"{slope(ds, width):.2f}",
-                "paper_d_exponent": PAPER_EXPONENTS[kind][1],
-                "n_exponent_time": f"{slope(ns, s):.2f}",
-                "sequential_ops": f"{sequential_operations(kind, ns[-1])} at n={ns[-1]}",
-                "paper_sequential": paper[1] or "O(1)",
-                "path_length": ", ".join(f"{v} at n={n}" for n, v in paths.items()) or "-",
-                "paper_path": paper[2] if kind != "separable convolutional" else "O(log_k(n))",
-                "flops_at_max_n": f"{f[-1]:.3g}",
-                "seconds_at_max_n": f"{s[-1]:.4f}",
-            }
-        )
-        if kind == "convolutional":
-            rows[-1]["path_length"] += " (dilated k^i); contiguous: " + ", ".join(
-                f"{v} at n={n}" for n, v in paths_plain.items()
+        measured = kind != "separable convolutional"
+        layers.append(
+            Layer(
+                kind,
+                slope(ns, f),
+                slope(ds, width),
+                slope(ns, s),
+                sequential_operations(kind, ns[-1]),
+                {n: path_length(path_kind, n, k=k, r=r) for n in path_ns} if measured else {},
+                {n: path_length("convolutional", n, k=k, r=r) for n in path_ns} if kind == "convolutional" else {},
+                f[-1],
+                s[-1],
             )
-    crossover = next((n for n, a, b in zip(ns, attention_s, recurrent_s) if a > b), None)
-    return Result(rows, curves, crossover, d)
+        )
+    attention, recurrent = curves["self-attention"]["seconds"], curves["recurrent"]["seconds"]
+    crossover = next((n for n, a, b in zip(ns, attention, recurrent) if a > b), None)
+    return Result(layers, curves, crossover, d)
 
 
 # -- the table ----------------------------------------------------------------------------------
-COLUMNS = [
-    "layer",
-    "paper_complexity",
-    "n_exponent_flops",
-    "paper_n_exponent",
-    "d_exponent_flops",
-    "paper_d_exponent",
-    "n_exponent_time",
-    "sequential_ops",
-    "paper_sequential",
-    "path_length",
-    "paper_path",
-    "flops_at_max_n",
-    "seconds_at_max_n",
-]
+def at(values: dict[int, int]) -> str:
+    """Path lengths at their n: "8 at n=8, 16 at n=16"."""
+    return ", ".join(f"{v} at n={n}" for n, v in values.items())
 
 
-def markdown(result: Result, settings: dict) -> str:
-    ns = settings["n"]
+def rows(result: Result, ns: list[int]) -> list[dict]:
+    """Every column of every layer: what table1.csv holds."""
+    out = []
+    for m in result.layers:
+        paper = PAPER.get(m.kind) or ("", *SEPARABLE)
+        path = at(m.paths) or "-"
+        if m.contiguous:
+            path += f" (dilated k^i); contiguous: {at(m.contiguous)}"
+        out.append(
+            {
+                "layer": m.kind,
+                "paper_complexity": paper[1],
+                "n_exponent_flops": f"{m.n_exponent:.2f}",
+                "paper_n_exponent": PAPER_EXPONENTS[m.kind][0],
+                "d_exponent_flops": f"{m.d_exponent:.2f}",
+                "paper_d_exponent": PAPER_EXPONENTS[m.kind][1],
+                "n_exponent_time": f"{m.time_exponent:.2f}",
+                "sequential_ops": f"{m.sequential} at n={ns[-1]}",
+                "paper_sequential": paper[2],
+                "path_length": path,
+                "paper_path": paper[3],
+                "flops_at_max_n": f"{m.flops_at_max_n:.3g}",
+                "seconds_at_max_n": f"{m.seconds_at_max_n:.4f}",
+            }
+        )
+    return out
+
+
+def block(result: Result, settings: dict) -> tuple[list[dict], list[str]]:
+    """(lines, notes): the paper's Table 1, each of its rows with ours under it in its columns (the
+    separable convolution, which §4 names and the table does not, ours alone at the end), and our
+    rows' numbered notes."""
+    k, r, n_max = settings["k"], settings["r"], settings["n"][-1]
+    lines, notes = [], []
+    for m in sorted(result.layers, key=lambda m: list(PAPER).index(m.kind) if m.kind in PAPER else len(PAPER)):
+        if m.kind in PAPER:
+            lines.append(dict(zip(COLUMNS, PAPER[m.kind])))
+        notes.append(
+            f"{ABOUT[m.kind].format(k=k, r=r, heads=math.gcd(8, result.d), contiguous=at(m.contiguous))}; its wall "
+            f"time grows as n^{m.time_exponent:.2f}; at n = {n_max}: {m.flops_at_max_n:.3g} FLOPs in "
+            f"{m.seconds_at_max_n:.4f} s."
+        )
+        label = "ours" if m.kind in PAPER else "ours: separable conv."
+        lines.append(
+            {
+                OURS: True,
+                COLUMNS[0]: ours(label, [len(notes)]),
+                COLUMNS[1]: f"n^{m.n_exponent:.2f}·d^{m.d_exponent:.2f}",
+                COLUMNS[2]: f"{m.sequential:,}",
+                COLUMNS[3]: ", ".join(map(str, m.paths.values())) or "not measured",
+            }
+        )
+    return lines, notes
+
+
+def document(result: Result, settings: dict) -> list[tuple[str, object]]:
+    """Table 1 as parts, in the order they are read, as aiayn.report.notes writes Tables 2-4: the
+    title, the paper's table with our rows in it, how to read it, our rows' notes, how it was
+    measured, what the CSV's columns mean, aiayn's version."""
+    ns, ds = settings["n"], settings["d"]
+    lines, row_notes = block(result, settings)
     cross = (
-        f"self-attention first takes longer than the recurrent layer at n = {result.crossover_n} "
-        f"(d = {result.d}); the paper: self-attention is faster while n < d"
+        f"self-attention first took longer than the recurrent layer at n = {result.crossover_n}"
         if result.crossover_n
-        else f"self-attention was faster than the recurrent layer at every measured n (up to {ns[-1]}, "
-        f"d = {result.d}); the paper: self-attention is faster while n < d"
+        else f"self-attention was faster than the recurrent layer at every n measured (up to {ns[-1]})"
     )
-    return (
-        "# Table 1: complexity per layer, sequential operations and maximum path length, measured\n\n"
-        + to_markdown(result.rows, COLUMNS)
-        + f"\n\nMeasured on {settings.get('device', 'cpu')} at d = {result.d} over n = {ns[0]}..{ns[-1]}, "
-        f"widths {settings['d']}, kernel k = {settings['k']}, neighbourhood r = {settings['r']} "
-        "(aiayn.report.table1). Exponents: least-squares slopes of log FLOPs (torch's FLOP counter; for the attention "
-        "layers the attention itself, without the position-wise projections) and of log wall time against log n "
-        "and log d. Sequential operations: the recurrence's cell calls, by construction. Path length: the smallest "
-        "stack of layers whose output position 0 depends on input position n-1 (a non-zero gradient); for the "
-        "recurrence the cell steps from reading position 0 to writing position n-1; for the convolution, k-ary "
-        "dilated layers (the paper's O(log_k n)) and, for comparison, contiguous ones (O(n/k)). "
-        f"Crossover, in this machine's wall time when it ran (it moves between runs, thread counts and machines; the "
-        f"FLOP exponents do not): {cross}.\n" + footer()
-    )
+    return [
+        ("title", "Table 1: per-layer complexity, sequential operations and maximum path length, measured"),
+        ("table", (lines, [*COLUMNS], set())),
+        (
+            "p",
+            "The paper's rows (n: the sequence length, d: the representation dimension, k: the kernel size, r: the "
+            "neighbourhood of restricted self-attention), ours under each: its complexity per layer as the FLOPs of "
+            f"one layer, n^a·d^b with a fitted over n = {', '.join(map(str, ns))} at d = {result.d} and b over d = "
+            f"{', '.join(map(str, ds))} at n = {ns[len(ns) // 2]}; its sequential operations at n = {ns[-1]}; its "
+            f"maximum path length at n = {', '.join(map(str, settings['path_n']))}. [n]: the number of a row's note "
+            "below. `table1.csv` has every column (below); `table1.png` draws FLOPs and wall time against n.",
+        ),
+        ("ol", row_notes),
+        (
+            "p",
+            f"Measured on the CPU that ran it, kernel k = {settings['k']}, neighbourhood r = {settings['r']} "
+            "(aiayn.report.table1). Exponents: least-squares slopes on log-log axes of FLOPs (torch's FLOP counter) "
+            "and of wall time (the best of a few runs). Sequential operations: the recurrence's cell calls, by "
+            "construction. Path length: the smallest stack of layers whose output position 0 depends on input "
+            "position n-1 (a non-zero gradient); for the recurrence, the cell steps from reading position 0 to "
+            f"writing position n-1. Crossover, in this machine's wall time when it ran, at d = {result.d}: {cross} "
+            "(the paper: self-attention is faster while n < d). It moves between runs, thread counts and machines; "
+            "the FLOP exponents do not.",
+        ),
+        ("h2", "The CSV's columns (table1.csv)"),
+        ("p", CSV_NOTE),
+        *paragraphs(footer()),
+    ]
 
 
 def figure(result: Result, path) -> None:
@@ -335,28 +421,31 @@ def figure(result: Result, path) -> None:
     save(fig, path, dpi=100)
 
 
-def write(settings: dict, *, out_md, out_csv, figure_path, threads: int = 0, log=print) -> Result:
+def write(settings: dict, *, out_md, out_csv, out_html, figure_path, threads: int = 0, log=print) -> Result:
     """Measure Table 1 with `settings` (the complete `table1:` settings) on `threads` torch threads
-    (0: torch's default) and write it as Markdown and CSV, and its figure."""
-    writable(out_md, out_csv, figure_path)  # before minutes of measuring
+    (0: torch's default) and write it as Markdown, CSV and an HTML page, and its figure."""
+    writable(out_md, out_csv, out_html, figure_path)  # before minutes of measuring
     if threads:
         torch.set_num_threads(threads)
-    ns = sorted(settings["n"])
+    settings = {**settings, "n": sorted(settings["n"]), "d": sorted(settings["d"])}
     result = measure(
         d=settings["d_model"],
-        ns=ns,
-        ds=sorted(settings["d"]),
+        ns=settings["n"],
+        ds=settings["d"],
         k=settings["k"],
         r=settings["r"],
         path_ns=settings["path_n"],
         repeats=settings["repeats"],
     )
+    table = rows(result, settings["n"])
+    parts = document(result, settings)
     with together():  # the table and its figure, or none of them
-        with atomic_paths(out_md, out_csv) as (md, csv):
-            md.write_text(markdown(result, {**settings, "n": ns}), encoding="utf-8")
-            csv.write_text(to_csv(result.rows), encoding="utf-8")
+        with atomic_paths(out_md, out_csv, out_html) as (md, csv, page):
+            md.write_text(markdown_of(parts), encoding="utf-8")
+            csv.write_text(to_csv(table), encoding="utf-8")
+            page.write_text(html_of(parts), encoding="utf-8")
         figure(result, figure_path)
-    for row in result.rows:
+    for row in table:
         log(
             f"{row['layer']}: n-exponent {row['n_exponent_flops']} (paper {row['paper_n_exponent']}), "
             f"d-exponent {row['d_exponent_flops']} (paper {row['paper_d_exponent']}), path {row['path_length']}"

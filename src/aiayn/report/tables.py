@@ -26,8 +26,9 @@ from aiayn.evaluation import baselines, dependence
 from aiayn.evaluation.replicates import SIGNIFICANCE, mean_and_spread, stratified_ar_p
 from aiayn.evaluation.score import paired_bootstrap_p, reference_cells
 from aiayn.io import atomic_paths, readable
-from aiayn.report.format import to_csv
-from aiayn.report.notes import cleaning_note, document, html_of, markdown_of
+from aiayn.report.compact import IGNORES_INPUT, no_result
+from aiayn.report.format import html_of, markdown_of, to_csv
+from aiayn.report.notes import cleaning_note, document
 from aiayn.runtime import metrics, records
 from aiayn.runtime.hardware import peak_flops
 from aiayn.runtime.lines import read_lines
@@ -115,9 +116,6 @@ def read_metrics(layout: Layout, experiment: str) -> dict:
     return metrics.summary(layout.metrics(experiment))
 
 
-IGNORES_INPUT = "ignores its input"  # the status of a scored model whose output does not depend on its source
-
-
 def _status(exp: dict, metrics: dict, scored: bool, inputs: dict | None = None) -> str:
     if scored and inputs and inputs.get("ignores_input"):
         return IGNORES_INPUT  # not a result: never "done", no delta (aiayn.evaluation.dependence)
@@ -175,9 +173,19 @@ def over_seeds(number: int, frame: pd.DataFrame, experiments: list[dict]) -> pd.
         rows.insert(at, f"{key}_s_sel", pd.Series([None] * len(rows), index=rows.index, dtype=object))
         for i, (mean, spread) in stats.items():
             rows.at[i, key], rows.at[i, f"{key}_s_sel"] = mean, spread
+    ignoring = frame[frame["status"] == IGNORES_INPUT].groupby("_row").size()
     for i in rows.index[several]:
-        if done.get(i, 0) < seeds[i]:
-            rows.at[i, "status"] = f"pending ({done.get(i, 0)} of {seeds[i]} seeds done)"
+        n, k, left_out = seeds[i], done.get(i, 0), ignoring.get(i, 0)
+        if left_out == n:
+            rows.at[i, "status"] = f"{IGNORES_INPUT} (all {n} seeds)"
+            continue
+        if k == 0:  # no run counts yet: no figure (not one of a run that ignores its input)
+            for key in SEED_METRICS[number]:
+                rows.at[i, key] = None
+        if k + left_out < n:
+            rows.at[i, "status"] = f"pending ({k} of {n} seeds done)"
+        elif left_out:
+            rows.at[i, "status"] = f"{k} of {n} seeds done, {left_out} left out ({IGNORES_INPUT})"
     if number in DELTA_OF:
         key, figure = DELTA_OF[number]
         for i in rows.index[rows["delta"].notna()]:
@@ -302,7 +310,8 @@ def add_directions(rows: list[dict], experiments: list[dict]) -> None:
     the base row the way the paper's row moved against the paper's base (worse or better), and
     whether the test finds its BLEU difference significant. "yes" when every figure the paper moved
     moved the same way here, "no" when none did, "partly" otherwise; the CSV has each direction
-    (`<figure>_vs_base`, `paper_<figure>_vs_base`)."""
+    (`<figure>_vs_base`, `paper_<figure>_vs_base`). Each figure is the mean over the runs its test
+    compares (`add_p_values`). A row that ignores its input, or a base that does, judges nothing."""
     pairs = list(zip(experiments, rows))
     base = next(((e, r) for e, r in pairs if e.get("row") == "base"), None)
     for exp, row in pairs:
@@ -311,6 +320,9 @@ def add_directions(rows: list[dict], experiments: list[dict]) -> None:
         row["moves_as_paper"] = None
         if base is None or exp is base[0]:
             row["as_paper"] = "(base)" if base is not None else None
+            continue
+        if no_result(row) or no_result(base[1]):
+            row["as_paper"] = None
             continue
         said, agree, compared = [], 0, 0
         for key, label, lower in DIRECTIONS:
@@ -398,31 +410,39 @@ def scored_runs(layout: Layout, exp: dict) -> list[dict]:
     return [sc for _, spec in runs(exp) if (sc := read_score(layout, spec["name"], spec["testset"], task))]
 
 
-def add_p_values(rows: list[dict], layout: Layout, experiments: list[dict], samples: int) -> None:
-    """Table 3's p_value_vs_base, `test` and `significant`: each scored row against the base row,
-    over every seed where both rows have several (aiayn.evaluation.replicates.stratified_ar_p),
-    else the two rows' own runs by sacreBLEU's paired bootstrap."""
-    base = next((e for e in experiments if e.get("row") == "base"), None)
-    base_runs = scored_runs(layout, base) if base else []
+def counted_runs(frame: pd.DataFrame, row: int) -> list[str]:
+    """The runs of row `row` of a Table 3 `run_frame` that its figures are the mean of: those done
+    (scored, and not of a model that ignores its input), in seed order."""
+    done = frame[(frame["_row"] == row) & (frame["status"] == "done") & frame["dev_bleu"].notna()]
+    return list(done["experiment"])
+
+
+def add_p_values(rows: list[dict], layout: Layout, experiments: list[dict], frame: pd.DataFrame, samples: int) -> None:
+    """Table 3's p_value_vs_base, `test` and `significant`: each row against the base row over the
+    runs the two rows' figures (and so their directions, `add_directions`) are the means of
+    (`counted_runs`): one run each, sacreBLEU's paired bootstrap; else the stratified test
+    (aiayn.evaluation.replicates: seeds paired in order, or every pair of runs where the two rows
+    have not as many). `test` names the runs compared."""
+    b = next((i for i, e in enumerate(experiments) if e.get("row") == "base"), None)
+    base_runs = counted_runs(frame, b) if b is not None else []
     if not base_runs:
         return
-    ref = list(read_lines(base_runs[0]["ref"]))
-    hyps = lambda records: [list(read_lines(r["hyp"])) for r in records]  # noqa: E731
-    base_own = read_score(layout, base["name"], base["testset"])
-    for exp, row in zip(experiments, rows):
-        if exp is base:
+    testset = experiments[b]["testset"]
+    hyps = lambda names: [list(read_lines(read_score(layout, n, testset)["hyp"])) for n in names]  # noqa: E731
+    ref = list(read_lines(read_score(layout, base_runs[0], testset)["ref"]))
+    base_hyps = hyps(base_runs)
+    for i, row in enumerate(rows):
+        ours = counted_runs(frame, i) if i != b else []
+        if not ours:
             continue
-        ours = scored_runs(layout, exp)
-        own = read_score(layout, exp["name"], exp["testset"])
-        if len(ours) > 1 and len(base_runs) > 1:
-            k = min(len(ours), len(base_runs))
-            row["p_value_vs_base"] = stratified_ar_p(ref, hyps(base_runs[:k]), hyps(ours[:k]), samples)
-            row["test"] = f"stratified approximate randomization, {k} seeds each"
-        elif own and base_own:
-            row["p_value_vs_base"] = paired_bootstrap_p(ref, *hyps([base_own, own]), samples)
-            row["test"] = "paired bootstrap, one run each (test-set noise only)"
+        if len(ours) == len(base_runs) == 1:
+            row["p_value_vs_base"] = paired_bootstrap_p(ref, base_hyps[0], hyps(ours)[0], samples)
+            method = "paired bootstrap, one run each (test-set noise only)"
         else:
-            continue
+            row["p_value_vs_base"] = stratified_ar_p(ref, base_hyps, hyps(ours), samples)
+            pairs = "seeds paired in order" if len(ours) == len(base_runs) else "every pair of runs"
+            method = f"stratified approximate randomization, {pairs}"
+        row["test"] = f"{method}: {', '.join(ours)} against {', '.join(base_runs)}"
         row["significant"] = "yes" if row["p_value_vs_base"] < SIGNIFICANCE else "no"
 
 
@@ -494,7 +514,7 @@ def write_table(
     experiments, rows, frame = shown(number, layout, experiments)
     rows = records_of(rows)
     if number == 3 and bootstrap:
-        add_p_values(rows, layout, experiments, bootstrap)
+        add_p_values(rows, layout, experiments, frame, bootstrap)
     if number == 3:
         add_directions(rows, experiments)
     if with_baselines and number in (2, 4):
