@@ -266,8 +266,8 @@ class Transformer(nn.Module):
         """The one place that says which tensor plays which role of §3 (the check stage's reference
         reads the model through it alone, aiayn.check.reference): each layer's linears by kind and
         order (each attention's W_q, W_k, W_v, W_o, then the FFN's W_1, W_2) and its layer norms in
-        order, so that renamed or regrouped submodules keep it (a layer that defines them in another
-        order changes it, and says so here); and the encoder's and decoder's
+        order, so that renamed or regrouped submodules, defined in any order, keep it (the sublayers
+        are found by their attributes self_attn, cross_attn and ffn); and the encoder's and decoder's
         layers, whose inputs and outputs locate a difference. Under a shared vocabulary "src_embed"
         is "tgt_embed"'s tensor, which is also the projection (§3.4)."""
         roles = {"src_embed": self.src_embed.weight, "tgt_embed": self.tgt_embed.weight}
@@ -277,7 +277,9 @@ class Transformer(nn.Module):
         for stack, (layers, attentions) in stacks.items():
             names = [f"{a}.{w}" for a in attentions for w in ("W_q", "W_k", "W_v", "W_o")] + ["ffn.W_1", "ffn.W_2"]
             for i, layer in enumerate(layers):
-                linears = [m for m in layer.modules() if isinstance(m, nn.Linear)]
+                # the linears sublayer by sublayer, whatever order the layer defines its sublayers in
+                parts = [getattr(layer, a) for a in ("self_attn", "cross_attn", "ffn") if hasattr(layer, a)] or [layer]
+                linears = [m for part in parts for m in part.modules() if isinstance(m, nn.Linear)]
                 # the norms: what holds a gain vector of its own (nn.LayerNorm, or one written by hand)
                 norms = [m for m in layer.modules() if getattr(m, "weight", None) is not None and m.weight.dim() == 1]
                 for name, m in [*zip(names, linears), *((f"norm{j}", m) for j, m in enumerate(norms))]:
