@@ -122,7 +122,7 @@ def test_the_header_agrees_with_the_requests_and_every_blank_column_says_why(pap
 def test_a_job_that_needs_more_memory_than_it_asks_is_named(paper, tmp_path, column):
     costs = tmp_path / "cost.csv"
     costs.write_text(f"rule,job,wall_s,{column}\ntrain,base-en-de,10,70000\ntrain,big-en-de,10,9000\n")
-    rows, totals = plan.plan([paper["base-en-de"], paper["big-en-de"]], gpu="H100", gpus=8, costs=costs,
+    rows, totals = plan.plan([paper["base-en-de"], paper["big-en-de"]], gpu="H100", gpus=1, costs=costs,
                              requests={"train": {"mem_mb": 64000}})  # fmt: skip
     assert totals["short"] == ["base-en-de"]  # 70,000 MiB measured against Slurm's --mem 64000 (MiB)
     assert rows[0]["host_memory_GiB"] == pytest.approx(70000 / 1024) and rows[1]["host_memory_GiB"] == 9000 / 1024
@@ -133,6 +133,46 @@ def test_a_job_that_needs_more_memory_than_it_asks_is_named(paper, tmp_path, col
     rows, totals = plan.plan([paper["base-en-de"], paper["t3-A-h1"]], gpu="H100", gpus=8, costs=costs,
                              requests={"train": {"mem_mb": 64000}})  # fmt: skip
     assert "host_memory_GiB blank for t3-A-h1: no rehearsal record" in plan.document(rows, totals)
+
+
+def test_a_nodes_memory_is_each_trainer_process_times_the_processes(paper, tmp_path):
+    """8 trainer processes of 7.09 GiB each (the rehearsal's peak RSS is one process's) on one node
+    need 56.7 GiB, not the 7.09 that passed against a request of 15.62 GiB; a failed start's row (its
+    low peak) never stands for the job's good one."""
+    costs = tmp_path / "cost.csv"
+    costs.write_text("rule,job,exit,max_rss_mib\ntrain,base-en-de,0,7260\ntrain,base-en-de,1,300\n")
+    rows, totals = plan.plan([paper["base-en-de"]], gpu="H100", gpus=8, costs=costs,
+                             requests={"train": {"mem_mb": 16000}})  # fmt: skip
+    assert rows[0]["host_memory_GiB"] == pytest.approx(8 * 7260 / 1024) and totals["short"] == ["base-en-de"]
+    rows, _ = plan.plan([paper["base-en-de"]], gpu="H100", gpus=8, nodes=4, costs=costs)
+    assert rows[0]["host_memory_GiB"] == pytest.approx(2 * 7260 / 1024)  # 2 processes a node
+
+
+@pytest.mark.parametrize(
+    "given, said",
+    [
+        ("folder", "not found|is a folder, where the rehearsal's cost table"),
+        ("markdown", "not the rehearsal's cost table (its header"),
+        ("empty", "not the rehearsal's cost table (its header None"),
+        ("requests 64G", '--requests: train: {"mem_mb": "64G"} is not {resource: whole number}'),
+        ("requests list", "--requests: train: \\[64000\\] is not"),
+    ],
+)
+def test_what_the_plan_reads_is_read_as_data(paper, tmp_path, given, said):
+    """A --costs that is a folder, the Markdown table or an empty file, and --requests that are not
+    whole numbers, are refused in one line naming them, never taken as "no measurement"."""
+    costs, requests = tmp_path / "cost.csv", {"train": {"mem_mb": 64000}}
+    if given == "folder":
+        costs.mkdir()
+    elif given == "markdown":
+        costs.write_text("| rule | job | max_rss_mib |\n|---|---|---|\n| train | base-en-de | 7260 |\n")
+    elif given == "empty":
+        costs.write_text("")
+    else:
+        requests = {"train": {"mem_mb": "64G"}} if given == "requests 64G" else {"train": [64000]}
+        costs = None
+    with pytest.raises(UserError, match=said.replace("(", "\\(").replace(")", "\\)")):
+        plan.plan([paper["base-en-de"]], gpu="H100", gpus=8, costs=costs, requests=requests)
 
 
 def test_the_command_prints_the_paper_studys_totals_for_p100_and_h100(tmp_path, capsys):

@@ -102,6 +102,16 @@ rule tables:
 # training jobs' own (`plan: *training`); a GPU model that is not the profile's:
 # --set-resources plan:gpu_model=H100.
 rule plan:
+    input:
+        # what was measured, where it is: the plan is redone when the rehearsal or gpu.py writes it
+        measured=lambda w: [
+            p
+            for p in (
+                LAYOUT.rehearsal_costs(),
+                os.path.join(workflow.basedir, "benchmarks", "gpu.json"),
+            )
+            if os.path.exists(p)
+        ],
     output:
         LAYOUT.plan(),
     log:

@@ -16,9 +16,10 @@ at their peak, the host memory it was measured to need, and the Slurm resources 
   weights (4 bytes a parameter), RESUMABLE resume checkpoints (the weights and Adam's two moments:
   12 bytes a parameter) and the final model's weights; a few KB of settings aside.
 - Host memory and requests: the rehearsal's measured peak RSS of each job (results/rehearsal/cost.csv,
-  benchmarks/rehearsal.py) against the memory the rule requests (the profile's set-resources), both
-  in GiB: the record counts MiB, and `mem_mb` goes to Slurm's `--mem`, which counts MiB too; a
-  job that needs more than it asks for is named.
+  benchmarks/rehearsal.py; a failed job's row never stands for its good one), times the trainer
+  processes a node runs (one a GPU), against the memory the rule requests per node (the profile's
+  set-resources), both in GiB: the record counts MiB, and `mem_mb` goes to Slurm's `--mem`, which
+  counts MiB a node too; a job that needs more than it asks for is named.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -166,23 +168,35 @@ def checkpoint_bytes(params: int, keep: int) -> int:
 
 
 def measured_costs(path: Path | None) -> dict[tuple[str, str], float]:
-    """(rule, job) -> peak RSS in MiB, from the rehearsal's cost.csv (empty where there is none; its
-    column max_rss_mib, or max_rss_mb, as earlier ones named the same MiB); a file that is not such
-    a table is refused naming it."""
-    if path is None or not path.is_file():
+    """(rule, job) -> peak RSS in MiB of its runs that ended well, from the rehearsal's cost.csv (empty
+    where there is none; its column max_rss_mib, or max_rss_mb, as earlier ones named the same MiB);
+    a file that is not such a table (a folder, the Markdown table, an empty file) is refused naming it."""
+    if path is None or not os.path.lexists(path):  # none measured yet: the plan's blanks say so
         return {}
+    rows: dict = {}
     try:
-        with open(readable(path, "the rehearsal's cost table"), encoding="utf-8") as f:
-            rows = {
-                (r["rule"], r["job"]): float(rss)
-                for r in csv.DictReader(f)
-                if (rss := r.get("max_rss_mib") or r.get("max_rss_mb"))
-            }
+        with open(readable(path, "the rehearsal's cost table (cost.csv)"), encoding="utf-8") as f:
+            table = csv.DictReader(f)
+            lacks = [c for c in ("rule", "job") if c not in (table.fieldnames or [])]
+            if lacks or not {"max_rss_mib", "max_rss_mb"} & set(table.fieldnames or []):
+                raise ValueError(f"its header {table.fieldnames} lacks rule, job or max_rss_mib")
+            for r in table:
+                rss = float(r.get("max_rss_mib") or r.get("max_rss_mb") or "nan")
+                if not math.isfinite(rss) or rss < 0:
+                    raise ValueError(f"the {r['rule']} job {r['job']}'s peak memory {rss} is no number >= 0")
+                if r.get("exit", "0") in ("0", "0.0"):  # a failed start's row never stands for its good one
+                    rows[(r["rule"], r["job"])] = max(rss, rows.get((r["rule"], r["job"]), 0.0))
     except (ValueError, KeyError, TypeError, UnicodeDecodeError, csv.Error) as exc:
-        raise UserError(f"{path}: not the rehearsal's cost table ({type(exc).__name__}: {exc})") from None
-    if not all(math.isfinite(v) and v >= 0 for v in rows.values()):
-        raise UserError(f"{path}: a peak memory that is not a number >= 0; rerun benchmarks/rehearsal.py")
+        raise UserError(f"{path}: not the rehearsal's cost table ({exc}); give results/rehearsal/cost.csv") from None
     return rows
+
+
+def checked_requests(requests: dict) -> dict:
+    """--requests: {rule: {resource: value}}, each value a whole number >= 0 (mem_mb in MiB, gpu, nodes...)."""
+    for rule, res in requests.items():
+        if not isinstance(res, dict) or not all(isinstance(v, int) and v >= 0 for v in res.values()):
+            raise UserError(f"--requests: {rule}: {json.dumps(res)} is not {{resource: whole number}} (mem_mb in MiB)")
+    return requests
 
 
 def plan(
@@ -203,7 +217,8 @@ def plan(
         raise UserError(f"--gpu-model {gpu!r}: no peak FLOP/s known for it; one of {', '.join(PEAKS)}")
     figures = [*measured_mfu(benchmark, gpu), papers()]
     rss = measured_costs(costs)
-    train_request = (requests or {}).get("train", {})
+    train_request = checked_requests(requests or {}).get("train", {})
+    per_node = math.ceil(gpus / nodes)  # trainer processes on a node, each its own peak RSS
     rows, sources = [], {}
     for exp in experiments:
         vocab, shared = exp["vocab"]["size"], exp["vocab"]["shared"]
@@ -215,6 +230,7 @@ def plan(
         flop_s = fig.mfu["big" if exp["model"]["d_model"] >= 1024 else "base"] * of_peak  # a GPU's, sustained
         sources[source] = said
         need = rss.get(("train", exp["name"]))
+        need = need * per_node if need is not None else None  # a node's: each process's, times the processes
         gpu_hours = flops / (flop_s * 3600)
         rows.append(
             {
