@@ -229,6 +229,16 @@ def cmd(command: str, **options):
     return argv
 
 
+def two_vocabularies(w: Path, t: Path) -> Path:
+    """The world's corpus as if its target side were encoded with another vocabulary (its record of
+    the target's sentencepiece model another's), under settings that share one."""
+    c = binary.read(w / "train.bin")
+    meta = {**c.header["meta"], "spm_tgt_sha256": "another vocabulary"}
+    binary.write(t / "two.bin", (c.src_tokens, c.src_offsets), (c.tgt_tokens, c.tgt_offsets), dtype=c.src_tokens.dtype,
+                 meta=meta)  # fmt: skip
+    return t / "two.bin"
+
+
 def empty_corpus(w: Path, t: Path) -> Path:
     """An encoded corpus of no pairs, of the world's vocabularies (encode refuses to write one from
     text; a script or another tool may)."""
@@ -483,6 +493,12 @@ CASES = [
         "train: vocabulary not the data's",
         cmd("train", spm_src=lambda w, t: w / "spm-b.model"),
         "spm-b.model is not the source vocabulary",
+        "last.pt",
+    ),
+    Case(
+        "train: a corpus of two vocabularies under a shared one",
+        cmd("train", train=two_vocabularies),
+        "two.bin: encoded with two vocabularies (source and target), where vocab.shared says one",
         "last.pt",
     ),
     Case(

@@ -293,8 +293,15 @@ def _updates(trainer: Trainer, stop, max_updates: int | None) -> int:
 
 def model_config(settings: dict, train: Corpus) -> ModelConfig:
     """The model an experiment trains: its settings over the vocabularies `train` was encoded with,
-    its learned positions (if any) holding the longest pair (`check_positions`)."""
-    meta = train.header["meta"]
+    its learned positions (if any) holding the longest pair (`check_positions`); under a shared
+    vocabulary (§3.4's tied embeddings), one vocabulary on both sides of the corpus."""
+    meta, used = train.header["meta"], train.vocabularies
+    if settings["vocab"]["shared"] and (meta["src_vocab"] != meta["tgt_vocab"] or None not in used.values() and
+                                        used["src"] != used["tgt"]):  # fmt: skip
+        raise UserError(
+            f"{train.path}: encoded with two vocabularies (source and target), where vocab.shared says one: "
+            "encode it with the one shared sentencepiece model, or set vocab.shared: false"
+        )
     cfg = ModelConfig.from_settings(
         settings["model"],
         src_vocab=meta["src_vocab"],
