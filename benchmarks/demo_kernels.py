@@ -106,9 +106,11 @@ def demo(kernel: str, cores: int, env: dict) -> tuple[dict[str, float], float]:
 
 
 def main() -> None:
+    from aiayn.commands import at_least
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernels", nargs="+", default=["default", "avx2", "avx512"])
-    parser.add_argument("--cores", nargs="+", type=int, default=[2], help="a run per kernel and --cores value")
+    parser.add_argument("--cores", nargs="+", type=at_least(1), default=[2], help="a run per kernel and --cores value")
     parser.add_argument("--record", type=Path, help="the records to append each run to: docs/demo-runs.csv")
     args = parser.parse_args()
     env = {k: v for k, v in os.environ.items() if k != "SNAKEMAKE_PROFILE"}

@@ -204,13 +204,16 @@ def bench_decoding(preset: str, *, device, precision: str, sentences: int, batch
 
 
 def main() -> None:
+    from aiayn.commands import at_least
+    from aiayn.io import writable
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--presets", nargs="+", default=["base", "big"], choices=["base", "big"])
-    parser.add_argument("--tokens", type=int, default=25000, help="target tokens per update (§5.1: ~25,000)")
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--tokens", type=at_least(1), default=25000, help="target tokens per update (§5.1: ~25,000)")
+    parser.add_argument("--warmup", type=at_least(1), default=5)
+    parser.add_argument("--steps", type=at_least(1), default=20)
     parser.add_argument("--compile", action="store_true", help="also time the torch.compile'd trainer")
-    parser.add_argument("--sentences", type=int, default=3003, help="decoded sentences (newstest2014 has 3003)")
+    parser.add_argument("--sentences", type=at_least(1), default=3003, help="decoded sentences (newstest2014 has 3003)")
     parser.add_argument("--budget", type=float, default=420, help="seconds after which optional parts are skipped")
     parser.add_argument(
         "--precision", default="auto", choices=["auto", *DTYPES], help="the arithmetic (default: the trainer's auto)"
@@ -218,6 +221,8 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes on the CPU: checks the script itself")
     parser.add_argument("--json")
     args = parser.parse_args()
+    if args.json:
+        writable(args.json)  # before the benchmark, not after it
     began = time.perf_counter()
     device = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
     if device.type != "cuda" and not args.smoke:

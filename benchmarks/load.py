@@ -104,15 +104,23 @@ def train(work: Path, updates: int, env: dict, timeout: float) -> float | None:
 
 
 def main() -> None:
+    from aiayn.commands import at_least, finite_at_least
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--updates", type=int, default=50, help="updates per timed training (default 50)")
-    parser.add_argument("--load", type=int, default=2 * (os.cpu_count() or 1), help="CPU-bound processes")
+    parser.add_argument("--updates", type=at_least(1), default=50, help="updates per timed training (default 50)")
+    parser.add_argument("--load", type=at_least(0), default=2 * (os.cpu_count() or 1), help="CPU-bound processes")
     parser.add_argument("--kinds", nargs="+", choices=list(LOADS), default=list(LOADS), help="kinds of load")
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--timeout", type=float, default=900, help="seconds before a training counts as > timeout")
+    parser.add_argument("--repeats", type=at_least(1), default=2)
+    parser.add_argument(
+        "--timeout", type=finite_at_least(1), default=900, help="seconds before a training counts as > timeout"
+    )
     parser.add_argument("--whole", action="store_true", help="also time the whole demo under the load")
     parser.add_argument("--json")
     args = parser.parse_args()
+    if args.json:
+        from aiayn.io import writable
+
+        writable(args.json)  # before the trainings, not after them
 
     base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "AIAYN_THREAD_POLICY")}
     base.pop("SNAKEMAKE_PROFILE", None)

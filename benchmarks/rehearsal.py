@@ -92,14 +92,17 @@ def pairs(text: str) -> dict[str, int]:
     return sizes
 
 
-def record(path: Path) -> dict:
-    """A record an earlier invocation wrote (progress.json, mirror.json); none yet: {}."""
+def record(path: Path, keys: dict[str, type]) -> dict:
+    """A record an earlier invocation wrote (progress.json, mirror.json) holding `keys` of their
+    types; none yet: {}."""
     if not path.exists():
         return {}
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:
         value = exc
+    if isinstance(value, dict) and any(not isinstance(value.get(k), t) for k, t in keys.items()):
+        value = f"it lacks {', '.join(f'{k} ({t.__name__})' for k, t in keys.items())}, or holds another kind"
     if not isinstance(value, dict):
         raise UserError(f"{path}: not a record of an earlier rehearsal ({value}); delete it to measure that part again")
     return value
@@ -143,7 +146,7 @@ def main() -> None:
         raise UserError(
             f"--run: no experiment {', '.join(unknown)} in config.yaml; known: {', '.join(config['experiments'])}"
         )
-    made = record(made_path)
+    made = record(made_path, {"pairs": dict, "archives": dict})
     if made.get("pairs") != sizes or not overlay_path.exists():
         t0 = time.time()
         samples = {}
@@ -171,7 +174,7 @@ def main() -> None:
     disk.start()
     # what earlier invocations measured (a rehearsal stopped and run again keeps them): progress.json
     progress_path = out / "progress.json"
-    progress = record(progress_path)
+    progress = record(progress_path, {"stages_s": dict, "runs": dict})
     stages, runs = progress.get("stages_s", {}), progress.get("runs", {})
     disk.peak, disk.at = progress.get("peak_disk_bytes", 0), progress.get("peak_disk_stage")
     before_s = progress.get("total_s", 0.0)  # the earlier invocations' time

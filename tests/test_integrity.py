@@ -33,7 +33,7 @@ from aiayn.study import config as cfg
 from aiayn.training import resume
 from aiayn.training.average import average_run
 from aiayn.training.session import EXIT_DONE
-from aiayn.training.train import lock_of, run
+from aiayn.training.train import lock_of, lock_of_metrics, run
 
 WORDS = "the cat sat on a mat and dog ran far away from home to see big red ball in park".split()
 
@@ -306,6 +306,13 @@ def test_two_runs_whose_folders_sit_side_by_side_share_no_file(tmp_path, capsys)
     assert (tmp_path / "runs" / "A.metrics.jsonl").read_bytes() == records
     assert metrics.summary(tmp_path / "runs" / "B.metrics.jsonl")["step"] == 4
     assert not (tmp_path / "runs" / "metrics.jsonl").exists()
+    shared = tmp_path / "runs" / "A.metrics.jsonl"  # C given A's metrics while A writes them
+    with checkpoint.exclusive(shared, lock_of_metrics(shared), "written (metrics)"):
+        folder = tmp_path / "runs" / "C"
+        argv_c = [*argv[: argv.index("--checkpoints")], "--checkpoints", str(folder), "--out", str(folder / "l.pt")]
+        assert cli.main([*argv_c, "--metrics", str(shared)]) == 2
+    assert "A.metrics.jsonl is being written (metrics) by the process" in capsys.readouterr().err
+    assert shared.read_bytes() == records
 
 
 def test_select_never_takes_a_candidate_without_a_finite_score(tmp_path):

@@ -8,6 +8,7 @@ day it is in the inventory, without anyone writing its case."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -261,3 +262,45 @@ def test_an_output_a_command_derives_is_guarded_as_one_it_is_given(command, opti
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and said.format(o=o) in err, err
     assert not [p for p in o.iterdir()], "nothing is written"
+
+
+def test_an_output_on_a_file_a_command_reads_in_its_own_folder_is_refused(world, tmp_path, capsys):
+    """A folder a command writes in holds files it reads (train's step and resume checkpoints, the
+    results' records tables reads: the inventory's `reads`): those are its inputs, and an output on
+    one (train --out checkpoints/checkpoint_N.pt, tables --out-md a score file) is refused."""
+    o = tmp_path / "o"
+    folder = o / "checkpoints"
+    folder.mkdir(parents=True)
+    step = folder / "checkpoint_0000004.pt"
+    shutil.copy(world / "model.pt", step)
+    score = o / "results" / "base" / "newstest2014.score.json"
+    score.parent.mkdir(parents=True)
+    score.write_text((world / "score.json").read_text())
+    cases = [
+        ("train", ["--checkpoints", str(folder), "--out", str(folder / step.name)], step),
+        ("tables", ["--results", str(o / "results"), "--out-md", str(score)], score),
+    ]  # fmt: skip
+    for command, options, protected in cases:
+        argv = [command, *given(command, world, o)]
+        for option, value in zip(options[::2], options[1::2]):
+            argv = set_value(argv, option, value)
+        before = state(protected)
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and f"is the input {options[0]} (a file in it) {protected}" in err, err
+        assert state(protected) == before
+
+
+def test_translates_nbest_beside_its_output_is_guarded(world, tmp_path, capsys):
+    """translate --nbest N writes OUT.nbest too: an input there is refused, as one at OUT would be."""
+    o = tmp_path / "o"
+    o.mkdir()
+    text = o / "x.nbest"
+    shutil.copy(world / "ref.txt", text)
+    argv = set_value(
+        set_value(["translate", *given("translate", world, o)], "--input", str(text)), "--out", str(o / "x")
+    )
+    before = state(text)
+    assert cli.main([*argv, "--nbest", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"--out's .nbest {text} is the input --input {text}" in err and state(text) == before

@@ -103,6 +103,7 @@ def test_the_rehearsals_cost_rows_name_their_units(tmp_path):
         ),
         ("progress.json cut", "progress.json: not a record of an earlier rehearsal (Unterminated string"),
         ("mirror.json empty", "mirror.json: not a record of an earlier rehearsal (Expecting value"),
+        ("mirror.json lacking archives", "mirror.json: not a record of an earlier rehearsal (it lacks pairs (dict),"),
         ("a second rehearsal", "results/rehearsal is being rehearsed by the process"),
     ],
 )
@@ -130,6 +131,8 @@ def test_bad_input_to_the_rehearsal_is_one_line_naming_it(case, said, tmp_path, 
         (out / "progress.json").write_text('{"stages_s": {"da')
     elif case == "mirror.json empty":
         (out / "mirror.json").write_text("")
+    elif case == "mirror.json lacking archives":
+        (out / "mirror.json").write_text(json.dumps({"pairs": {"wmt14-en-de": 5}}))
     elif case == "a second rehearsal":
         fd = os.open(out / "rehearsal.lock", os.O_RDWR | os.O_CREAT)
         os.write(fd, b"the process 1")

@@ -374,3 +374,32 @@ def test_the_deadline_follows_a_changed_time_limit():
     assert deadline.due()  # 290 s left
     now[0] = 1600.0  # read again after 600 s: an administrator extended the limit
     assert not deadline.due() and deadline.end == 5000.0
+
+
+def test_records_past_the_first_checkpoint_are_finished_work(tmp_path):
+    """A run that evaluates no dev set and keeps no step checkpoint still leaves records of updates
+    past its first checkpoint's step: a checkpoint was written, so with none to resume from, training
+    refuses to start over; records before that step (a run killed before its first checkpoint) do not."""
+    from aiayn.training.train import RunFiles
+
+    files = RunFiles(tmp_path / "checkpoints", tmp_path / "last.pt", tmp_path / "metrics.jsonl")
+    files.checkpoints.mkdir()
+    line = {"loss": 3.0, "lr": 1e-3, "tgt_tokens_per_update": 10, "flops_per_update": 1.0, "tgt_tokens_per_s": 5.0}
+    for step in (2, 4, 6):
+        with open(files.metrics, "a") as f:
+            f.write(json.dumps({"step": step, **line, "wall": float(step)}) + "\n")
+        said = resume.finished_work(files, interval=6)
+        assert said == ("" if step < 6 else f"records of updates to step 6 in {files.metrics}"), said
+
+
+def test_a_run_set_aside_takes_its_final_model_with_it(tmp_path):
+    """Settings changed: the old run's final model, kept outside its folder of checkpoints, is set
+    aside with the folder and the metrics, not left for the new run to write over."""
+    folder, out, metrics_path = tmp_path / "checkpoints", tmp_path / "model.pt", tmp_path / "metrics.jsonl"
+    folder.mkdir()
+    (folder / "checkpoint_0000004.pt").write_bytes(b"old step")
+    out.write_bytes(b"old model")
+    metrics_path.write_text("")
+    aside = resume.set_aside(folder, metrics_path, "20261206-120000", out)
+    assert (aside / "model.pt").read_bytes() == b"old model" and not out.exists()
+    assert (aside / "checkpoints" / "checkpoint_0000004.pt").exists() and folder.is_dir()

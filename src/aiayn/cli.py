@@ -253,6 +253,7 @@ def paths(command: str | None, args) -> tuple[list[tuple[str, str, str]], list[t
                 outputs.append((option, given, kinds[check.kind]))
             elif check.kind in ("file", "folder", "optional file", "run folder"):
                 inputs.append((option, given, check.kind))
+                inputs += [(f"{option} (a file in it)", p, "file") for p in files_read(given, check.reads)]
             elif check.kind in ("settings", "settings list"):
                 with contextlib.suppress(ValueError):  # JSON the command itself refuses, naming the option
                     inputs += [(option + at, p, "file") for at, p in paths_in(check.what, json.loads(given))]
@@ -264,6 +265,17 @@ def paths(command: str | None, args) -> tuple[list[tuple[str, str, str]], list[t
         derive = getattr(importlib.import_module(module), name)
         more_outputs, more_inputs = derive(**{p: getattr(args, p) for p in inspect.signature(derive).parameters})
     return outputs + more_outputs, inputs + more_inputs
+
+
+def files_read(folder: str, names: str) -> list[str]:
+    """The files under a run folder whose names match `names` (the inventory's `reads`): read by the
+    command as its inputs are, so that no output of it may be one."""
+    import re
+
+    if not names or not os.path.isdir(folder):
+        return []
+    pattern = re.compile(names)
+    return [os.path.join(d, f) for d, _, fs in os.walk(folder) for f in fs if pattern.fullmatch(f)]
 
 
 def guard(command: str | None, args) -> None:

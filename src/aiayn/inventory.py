@@ -32,6 +32,7 @@ from dataclasses import dataclass
 class Check:
     kind: str  # file, folder, run folder, output, output folder, output appended, settings, number, choice, flag, text
     what: str = ""  # the file kind, the schema definition, or the dotted path of the function that checks it
+    reads: str = ""  # a run folder's: the names (a regex) of the files in it the command reads, inputs as any
 
 
 def file(kind: str) -> Check:
@@ -71,10 +72,14 @@ FILE_KINDS = {
 # files derived from an option's path): its parameters are the command's options, by name (aiayn.cli.paths)
 DERIVED = {
     "download": "aiayn.data.download.derived_files",
+    "translate": "aiayn.evaluation.translate.derived_files",
     "train": "aiayn.training.train.derived_files",
     "vocab": "aiayn.data.vocab.derived_files",
     "tables": "aiayn.report.tables.derived_files",
 }
+
+# the files train reads in its folder of checkpoints (aiayn.runtime.checkpoint: step and resume checkpoints)
+STEP_FILES = r"(checkpoint|resume)_\d+\.pt"
 
 # the option every command has
 COMMON = {"--log-to": APPENDED}
@@ -152,7 +157,7 @@ COMMANDS: dict[str, dict[str, Check]] = {
         "--dev": file("encoded corpus"),
         "--spm-src": file("sentencepiece model"),
         "--spm-tgt": file("sentencepiece model"),
-        "--checkpoints": Check("run folder", "aiayn.runtime.checkpoint.newest_readable"),
+        "--checkpoints": Check("run folder", "aiayn.runtime.checkpoint.newest_readable", STEP_FILES),
         "--out": OUTPUT,
         "--metrics": APPENDED,
         "--tensorboard": Check("run folder", "aiayn.training.board.Board"),
@@ -207,7 +212,7 @@ COMMANDS: dict[str, dict[str, Check]] = {
         "--table": CHOICE,
         "--experiments": text("aiayn.report.tables.check_spec"),
         "--config": file("study config"),
-        "--results": Check("run folder", "aiayn.report.tables.write_table"),
+        "--results": Check("run folder", "aiayn.report.tables.write_table", r".*\.jsonl?"),  # the runs' records
         "--bootstrap": NUMBER,
         "--baselines": FLAG,
         "--out-md": OUTPUT,

@@ -197,7 +197,7 @@ def train(
     spm.set_random_generator_seed(seed)
     # sentencepiece names its two files after a prefix: train in a private folder, then move them
     with (
-        atomic_paths(out, out.with_suffix(".vocab"), *also) as (model, pieces, *copies),
+        atomic_paths(out, pieces_of(out), *also) as (model, pieces, *copies),
         scratch_dir(out) as scratch,
     ):
         prefix = Path(scratch) / "spm"
@@ -271,6 +271,14 @@ def describe_pair(settings: dict, model_src, model_tgt, text_src, text_tgt) -> d
     }
 
 
+def pieces_of(model) -> Path:
+    """The pieces sentencepiece writes beside a model: spm.src.model's spm.src.vocab, as its prefix
+    names them; a model named otherwise (spm-a.bak) gets its name and .vocab (spm-a.bak.vocab), never
+    another model's pieces (spm-a.vocab)."""
+    model = Path(model)
+    return model.with_suffix(".vocab") if model.suffix == ".model" else model.with_name(model.name + ".vocab")
+
+
 def derived_files(vocab: str, out_src, out_tgt) -> tuple[list, list]:
     """The pieces sentencepiece writes beside each model `train_pair` trains (`<model>.vocab`; under a
     shared vocabulary the target's model is a copy of the source's, with no pieces of its own):
@@ -280,7 +288,7 @@ def derived_files(vocab: str, out_src, out_tgt) -> tuple[list, list]:
     except (ValueError, AttributeError):  # the command refuses it, naming --vocab
         shared = True
     models = [("--out-src", out_src)] + ([] if shared else [("--out-tgt", out_tgt)])
-    return [(f"{option}'s .vocab", str(Path(model).with_suffix(".vocab")), "file") for option, model in models], []
+    return [(f"{option}'s .vocab", str(pieces_of(model)), "file") for option, model in models], []
 
 
 def train_pair(settings: dict, train_src, train_tgt, out_src, out_tgt, *, threads: int = 1, log=print) -> dict:

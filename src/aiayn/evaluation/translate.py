@@ -138,6 +138,16 @@ def progress_lines(total: int, log=print) -> Callable[[int, float], None]:
     return progress
 
 
+def nbest_file(out) -> Path:
+    """Where `translate_file` writes the n best hypotheses of each line beside `out`."""
+    return Path(f"{out}.nbest")
+
+
+def derived_files(out, nbest: int = 1) -> tuple[list, list]:
+    """What `translate` writes that no option names (aiayn.cli.paths): OUT.nbest where --nbest > 1."""
+    return ([("--out's .nbest", str(nbest_file(out)), "file")] if nbest > 1 else []), []
+
+
 def translate_file(
     model_path,
     input_path,
@@ -155,7 +165,7 @@ def translate_file(
     """Decode `input_path` with the checkpoint `model_path` (`decode`: complete decoding settings)
     into `out`, one line per line; with `nbest` > 1 also `out`.nbest (index, score, log-probability,
     text per hypothesis). Both are written together once every sentence is decoded."""
-    targets = [Path(out)] + ([Path(f"{out}.nbest")] if nbest > 1 else [])
+    targets = [Path(out)] + ([nbest_file(out)] if nbest > 1 else [])
     writable(*targets)  # before the decoding, not after it
     dev = choose_device(device)
     state = ckpt.load(model_path)

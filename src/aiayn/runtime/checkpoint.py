@@ -207,12 +207,12 @@ def _holds_training_state(path: Path) -> bool:
 
 
 @contextlib.contextmanager
-def exclusive(folder: str | os.PathLike, lock: str | os.PathLike):
+def exclusive(folder: str | os.PathLike, lock: str | os.PathLike, doing: str = "trained"):
     """Hold a run's folder of checkpoints for this process while the block runs: a second trainer
     of the same folder (an orphaned job and its rerun, two Snakemake runs) is refused, naming the
-    process that holds it, instead of two runs writing each other's checkpoints. (flock on the file
-    file `lock` beside the folder, the run's own (aiayn.study.layout.Layout.beside), which stays when
-    the folder is set aside; released when the process ends, however it ends.)"""
+    process that holds it, instead of two runs writing each other's checkpoints; a run's metrics
+    file likewise. (flock on the file `lock` beside it, the run's own (aiayn.training.train.lock_of),
+    which stays when the folder is set aside; released when the process ends, however it ends.)"""
     folder = Path(os.path.realpath(folder))  # one lock per folder, whatever link names it
     lock = Path(os.path.realpath(lock))
     lock.parent.mkdir(parents=True, exist_ok=True)
@@ -223,7 +223,7 @@ def exclusive(folder: str | os.PathLike, lock: str | os.PathLike):
         except BlockingIOError:
             holder = os.pread(fd, 256, 0).decode("utf-8", "replace").strip() or "another process"
             raise UserError(
-                f"{folder} is being trained by {holder}; stop that job (scancel or kill it) or let it finish, "
+                f"{folder} is being {doing} by {holder}; stop that job (scancel or kill it) or let it finish, "
                 "then run again"
             ) from None
         try:

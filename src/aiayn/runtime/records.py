@@ -25,6 +25,7 @@ FIGURE = {"type": "number"}  # finite: NaN and infinities are refused when the J
 # BLEU, chrF, F1: a score of 150 is no score (sacreBLEU's perfect 100 may come 1e-14 above it)
 PERCENT = {"type": "number", "minimum": 0, "maximum": 100 + 1e-9}
 STEP = {"type": "integer", "minimum": 0}
+AMOUNT = {"type": "number", "minimum": 0}  # tokens, FLOPs, seconds, a rate: no figure below 0
 TEXT = {"type": "string"}
 
 
@@ -73,22 +74,22 @@ SCHEMAS = {
         {
             "step": {"type": "integer", "minimum": 1},
             "loss": {"type": "number"},
-            "lr": FIGURE,
-            "tgt_tokens_per_update": FIGURE,
-            "flops_per_update": FIGURE,
-            "tgt_tokens_per_s": FIGURE,
-            "wall": FIGURE,
+            "lr": AMOUNT,
+            "tgt_tokens_per_update": AMOUNT,
+            "flops_per_update": AMOUNT,
+            "tgt_tokens_per_s": AMOUNT,
+            "wall": AMOUNT,
         },
         {
-            "src_tokens_per_update": FIGURE,
-            "tflops": FIGURE,
+            "src_tokens_per_update": AMOUNT,
+            "tflops": AMOUNT,
             "mfu": {"type": ["number", "null"]},
             "eta_s": FIGURE,
             "grad_norm": {"type": ["number", "null"]},
             "grad_norm_max": {"type": ["number", "null"]},
         },
     ),  # fmt: skip
-    "metrics dev": record({"step": STEP, "dev_ppl": {"type": "number"}}, {"dev_nll": {"type": "number"}}),
+    "metrics dev": record({"step": STEP, "dev_ppl": {"type": "number", "minimum": 1}}, {"dev_nll": AMOUNT}),
     "metrics diverging": record(
         {"event": {"const": "diverging"}, "step": STEP, "loss": {"type": "number"}, "wall": FIGURE},
         {

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import time
 from pathlib import Path
 
@@ -76,29 +77,34 @@ def reasons(state: dict, ours: dict, model_config: dict, steps: int) -> list[str
     return why
 
 
-def finished_work(files) -> str:
+def finished_work(files, interval: int) -> str:
     """What a run has finished that a start from step 0 would rewrite: kept checkpoints, its final
-    model, dev records of evaluated checkpoints; empty where there is none (a first start, or a
-    run killed before its first checkpoint)."""
+    model, dev records of evaluated checkpoints, records of updates past the first checkpoint's step
+    `interval` (a checkpoint was written); empty where there is none (a first start, or a run killed
+    before its first checkpoint)."""
     kept = [step for step, _ in checkpoint.list_checkpoints(files.checkpoints)]
-    dev = len(metrics.read(files.metrics).dev) if files.metrics.exists() else 0
+    records = metrics.read(files.metrics) if files.metrics.exists() else metrics.Records()
+    past = max([r["step"] for r in records.progress if r["step"] >= interval], default=0)
     said = [f"kept checkpoints of steps {min(kept)} to {max(kept)}" if kept else "",
             f"the final model {files.out}" if files.out.is_file() else "",
-            f"{dev} dev records in {files.metrics}" if dev else ""]  # fmt: skip
+            f"{len(records.dev)} dev records in {files.metrics}" if records.dev else "",
+            f"records of updates to step {past} in {files.metrics}" if past and not records.dev else ""]  # fmt: skip
     return ", ".join(s for s in said if s)
 
 
-def set_aside(checkpoints: Path, metrics: Path, stamp: str) -> Path:
-    """Move the checkpoints folder and the metrics of another run beside them, into
-    `replaced-<stamp>` (made unique), keeping them; leave an empty checkpoints folder. Returns where."""
+def set_aside(checkpoints: Path, metrics: Path, stamp: str, out: Path | None = None) -> Path:
+    """Move the checkpoints folder, the metrics and the final model (`out`, where it is outside the
+    folder) of another run beside them, into `replaced-<stamp>` (made unique), keeping them (copied
+    where another file system holds them); leave an empty checkpoints folder. Returns where."""
     aside, n = Path(Layout.replaced(checkpoints, stamp)), 1
     while aside.exists():
         n += 1
         aside = Path(Layout.replaced(checkpoints, f"{stamp}-{n}"))
     aside.mkdir(parents=True)
-    checkpoints.rename(aside / checkpoints.name)
-    if metrics.exists():
-        metrics.rename(aside / metrics.name)
+    shutil.move(checkpoints, aside / checkpoints.name)
+    for path in (metrics, out):
+        if path is not None and path.is_file():
+            shutil.move(path, aside / path.name)
     checkpoints.mkdir(parents=True, exist_ok=True)
     return aside
 
@@ -123,7 +129,7 @@ def restore(trainer) -> None:
     files, env = trainer.files, trainer.env
     state = checkpoint.newest_readable(files.checkpoints, trainer.log)
     if state is None:  # training starts from step 0 (none written yet): so do its records
-        if finished := finished_work(files):
+        if finished := finished_work(files, trainer.tr["checkpoint_interval"]):
             raise UserError(
                 f"{files.checkpoints}: no checkpoint to resume from (resume_*.pt missing or damaged), yet this run's "
                 f"work is here ({finished}); training from step 0 would rewrite it. To continue, put its newest "
@@ -137,7 +143,9 @@ def restore(trainer) -> None:
     if env.world_size > 1:
         torch.distributed.barrier()  # every rank has read the folder before rank 0 moves it
     if why:
-        aside = set_aside(files.checkpoints, files.metrics, time.strftime("%Y%m%d-%H%M%S")) if env.main else None
+        aside = (
+            set_aside(files.checkpoints, files.metrics, time.strftime("%Y%m%d-%H%M%S"), files.out) if env.main else None
+        )
         if env.world_size > 1:
             torch.distributed.barrier()
         trainer.log(

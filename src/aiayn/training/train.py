@@ -249,6 +249,8 @@ def run(trainer: Trainer, stop, *, max_updates: int | None = None) -> int:
             if env.main:
                 try:
                     held.enter_context(ckpt.exclusive(trainer.files.checkpoints, lock_of(trainer.files.checkpoints)))
+                    metrics_lock = lock_of_metrics(trainer.files.metrics)
+                    held.enter_context(ckpt.exclusive(trainer.files.metrics, metrics_lock, "written (metrics)"))
                 except UserError as exc:
                     failure = exc
             if env.world_size > 1:  # every rank stops if rank 0 could not hold the folder
@@ -342,16 +344,27 @@ def check_vocabularies(train: Corpus, dev: Corpus | None, spm: dict) -> None:
 
 
 def lock_of(checkpoints) -> str:
-    """The lock the one trainer of the run whose checkpoints are in `checkpoints` holds."""
-    return Layout.beside(checkpoints, "train.lock")
+    """The lock the one trainer of the run whose checkpoints are in `checkpoints` holds (beside the
+    folder itself, whatever link names it)."""
+    return Layout.beside(os.path.realpath(checkpoints), "train.lock")
+
+
+def lock_of_metrics(metrics) -> str:
+    """The lock the one trainer writing the metrics file `metrics` holds: two runs given one metrics
+    file are refused, as two given one folder are."""
+    return f"{os.path.realpath(metrics)}.lock"
 
 
 def derived_files(checkpoints, metrics=None, tensorboard=None) -> tuple[list, list]:
     """What `train` writes that no option names (aiayn.cli.paths): the run's metrics and TensorBoard
-    events beside its checkpoints by default, and its lock (aiayn.study.layout.Layout.beside)."""
+    events beside its checkpoints by default, and the locks of its folder and its metrics."""
     beside = [("--metrics", metrics, Layout.metrics_of), ("--tensorboard", tensorboard, Layout.tensorboard_of)]
     files = [(f"{option} (default)", of(checkpoints), "appended") for option, given, of in beside if not given]
-    return [*files, ("the run's lock", lock_of(checkpoints), "appended")], []
+    locks = [
+        ("the run's lock", lock_of(checkpoints)),
+        ("its metrics' lock", lock_of_metrics(metrics or Layout.metrics_of(checkpoints))),
+    ]
+    return [*files, *((name, path, "appended") for name, path in locks)], []
 
 
 def train_job(
