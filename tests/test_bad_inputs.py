@@ -300,6 +300,11 @@ CASES = [
         "argument --dev: invalid int value: 'many'",
         "my-pair",
     ),
+    Case(
+        "example-corpus: --out is a file",
+        cmd("example-corpus", out=lambda w, t: w / "a.txt"),
+        "a.txt: a file, where the folder the command writes is meant",
+    ),
     # -- prepare -------------------------------------------------------------------------------------
     Case("prepare: corpora not JSON", cmd("prepare", corpora="["), "--corpora is not valid JSON", "train.src"),
     Case(
@@ -446,6 +451,12 @@ CASES = [
         "x.bin",
     ),
     # -- check ---------------------------------------------------------------------------------------
+    Case(
+        "check: a path holding a line break",
+        cmd("check", settings=lambda w, t: t / "no\nsuch.json"),
+        "no\\nsuch.json: not found",
+        "check.json",
+    ),
     Case(
         "check: settings lacking keys",
         cmd("check", settings=lambda w, t: write(t, "s.json", '{"name": "x"}')),

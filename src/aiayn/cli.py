@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Iterator, MutableMapping, TextIO
 
 from aiayn import commands, described
-from aiayn.errors import EXIT_USER, Stopped, UserError, explain, note_stop, pending_stop, take_stop
+from aiayn.errors import EXIT_USER, Stopped, UserError, explain, note_stop, one_line, pending_stop, take_stop
 from aiayn.io import appendable
 
 # command -> module defining `add_arguments(parser)` and `run(args)`; imported only when called,
@@ -407,7 +407,7 @@ def _main(argv: list[str], command: str | None) -> int:
                 raise
         else:
             return int(result or 0)
-        line = f"aiayn {command}: error: {said[0]}"
+        line = one_line(f"aiayn {command}: error: {said[0]}")
         with contextlib.suppress(OSError):  # stderr may be a log on the full disk that failed the command
             print(line, file=sys.stderr, flush=True)
         if terminal is not None and sys.stdout is not terminal:  # stderr is the log: the terminal says it too

@@ -117,6 +117,12 @@ def explain(exc: BaseException, inputs: list[str]) -> tuple[str, int] | None:
     return None
 
 
+def one_line(message: str) -> str:
+    """A message as one line: a line break or other control character in it (a path may hold one)
+    written as Python writes it in a string (\\n), so that the one line stays one."""
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in message)
+
+
 def boundary(main, name: str) -> None:
     """Run a script's `main` (benchmarks/rehearsal.py, ...) under the commands' error boundary: an
     error a user can act on (`explain`) ends it in one line, `<name>: error: ...`, and its exit code;
@@ -129,5 +135,5 @@ def boundary(main, name: str) -> None:
         said = explain(exc, [])
         if said is None:
             raise
-        print(f"{name}: error: {said[0]}", file=sys.stderr, flush=True)
+        print(one_line(f"{name}: error: {said[0]}"), file=sys.stderr, flush=True)
         sys.exit(said[1])

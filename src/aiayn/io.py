@@ -396,6 +396,8 @@ def guard_outputs(outputs: list[tuple[str, str, str]], inputs: list[tuple[str, s
         odd = _kind(st.st_mode) if st else None
         if odd in ("a FIFO", "a socket", "a block device"):
             raise UserError(f"{option} {path}: is {odd}, not a file an output can be written to; give a file's path")
+        if kind == "folder" and os.path.exists(path) and not os.path.isdir(path):
+            raise UserError(f"{option} {path}: a file, where the folder the command writes is meant; give a folder")
         foreign = os.path.isdir(path) and os.listdir(path) and not os.path.lexists(Path(path) / OUTPUT_MARK)
         if kind == "folder" and foreign:
             raise UserError(
