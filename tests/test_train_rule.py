@@ -44,7 +44,7 @@ def tiny_study(workdir: Path, steps: int) -> Path:
     data = workdir / "results" / "data" / "toy"
     data.mkdir(parents=True)
     for side in ("src", "tgt"):
-        (data / f"spm.{side}.model").write_bytes(f"stand-in {side} vocabulary".encode())
+        (data / f"spm.{side}.model").write_bytes(b"stand-in shared vocabulary")  # vocab.shared: one model
     sha = {side: hashlib.sha256((data / f"spm.{side}.model").read_bytes()).hexdigest() for side in ("src", "tgt")}
     for split, n, seed in (("train", 300, 0), ("dev", 30, 1)):
         toy.corpus(data / f"{split}.bin", n=n, seed=seed)
