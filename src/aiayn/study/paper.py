@@ -77,7 +77,7 @@ DECODE = {
 AVERAGE = {"base": 5, "big": 20}  # §6.1, Table 2; Table 3 rows are not averaged
 # how BLEU was measured (paper.md, "BLEU as the paper measured it"): tensor2tensor's tokenized BLEU,
 # Moses-tokenized in the target language, compound-split for EN-DE only; for EN-DE against tensor2tensor's
-# reference, newstest2014.de with its „ “ as " (tensorflow/tensor2tensor#317; aiayn.evaluation.score)
+# reference, newstest2014.de with its „ “ ” as " (tensorflow/tensor2tensor#317; aiayn.evaluation.score)
 PROTOCOL = {
     ("en", "de"): {"moses_lang": "de", "compound_split": True, "reference": "t2t"},
     ("en", "fr"): {"moses_lang": "fr", "compound_split": False, "reference": "wmt"},
