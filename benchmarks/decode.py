@@ -23,8 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from aiayn.data.binary import BOS, EOS  # noqa: E402
-from aiayn.model.beam import beam_search  # noqa: E402
-from aiayn.model.beam_state import BeamState  # noqa: E402
+from aiayn.model.beam import BeamState, beam_search  # noqa: E402
 from aiayn.model.hparams import ModelConfig  # noqa: E402
 from aiayn.model.transformer import Transformer  # noqa: E402
 

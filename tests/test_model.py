@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from aiayn.model.beam_state import BeamState
+from aiayn.model.beam import BeamState
 from aiayn.model.hparams import ModelConfig
 from aiayn.model.transformer import MultiHeadAttention, Transformer, count_parameters, sinusoidal_positions
 from aiayn.runtime import checkpoint

@@ -14,8 +14,7 @@ import torch.nn.functional as F
 from aiayn.data import vocab
 from aiayn.data.binary import BOS, EOS, PAD
 from aiayn.io import atomic_paths, writable
-from aiayn.model.beam import Hypothesis, beam_search
-from aiayn.model.beam_state import BeamState
+from aiayn.model.beam import BeamState, Hypothesis, beam_search
 from aiayn.model.transformer import Transformer
 from aiayn.runtime import checkpoint as ckpt
 from aiayn.runtime.device import choose_device

@@ -6,14 +6,13 @@ LayerNorm(x + Dropout(Sublayer(x))) (§3.1, §5.4); `pre_norm` gives the later v
 x + Dropout(Sublayer(LayerNorm(x))) with a final LayerNorm per stack, for users who want it.
 
 The decoder runs either over a whole target prefix (training, `forward`) or one step at a time
-(`decode_step`) over keys/values that the caller keeps in an `IncrementalState`, and both give
-the same outputs.
+(`decode_step`) over keys/values that the caller keeps (`aiayn.model.beam.BeamState`, which beam
+search also reorders, as fairseq's generator does), and both give the same outputs.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -59,7 +58,7 @@ class Embedding(nn.Module):
 
 
 def attention_weights(
-    q: Tensor, k: Tensor, mask: Tensor | None = None, causal: bool = False, scale: float | None = None
+    q: Tensor, k: Tensor, mask: Tensor | None = None, causal: bool = False, *, scale: float | None = None
 ) -> Tensor:
     """softmax(Q K^T · scale), masked positions at weight 0 (§3.2.1; scale 1/sqrt(d_k) unless given): (B, h, T, S)."""
     scale = 1 / math.sqrt(q.size(-1)) if scale is None else scale
@@ -101,23 +100,20 @@ class MultiHeadAttention(nn.Module):
     def keys_values(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         return self.split(self.W_k(memory), self.d_k), self.split(self.W_v(memory), self.d_v)
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool = False) -> Tensor:
-        """q (B, h, T, d_k), k (B, h, S, d_k), v (B, h, S, d_v); mask broadcastable to (B, h, T, S), True = attend."""
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, causal: bool = False) -> Tensor:
+        """q (B, h, T, d_k), k (B, h, S, d_k), v (B, h, S, d_v); mask broadcastable to (B, h, T, S), True = attend:
+        softmax(Q K^T / sqrt(d_k)) V, masked (and dropped out at P_drop_attn), by torch's fused kernel."""
         p = self.P_drop_attn if self.training else 0.0
         if self.recorded is not None:  # the same weights, computed in the open for inspection
-            self.recorded.append(attention_weights(q, k, mask, causal, self.scale).detach())
-        out = self.kernel(q, k, v, mask, causal, p)  # (B, h, T, d_v)
-        B, _, T, _ = out.shape
+            self.recorded.append(attention_weights(q, k, mask, causal, scale=self.scale).detach())
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal, scale=self.scale)
+        B, _, T, _ = out.shape  # (B, h, T, d_v)
         return self.W_o(out.transpose(1, 2).reshape(B, T, self.h * self.d_v))  # (B, T, d_model)
-
-    def kernel(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, p: float = 0.0) -> Tensor:
-        """softmax(Q K^T / sqrt(d_k)) V, masked (and dropped out at rate p), by torch's fused kernel."""
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal, scale=self.scale)
 
     def forward(self, x: Tensor, memory: Tensor, mask: Tensor | None = None, causal: bool = False) -> Tensor:
         q = self.split(self.W_q(x), self.d_k)
         k, v = self.keys_values(memory)
-        return self.attend(q, k, v, mask, causal)
+        return self.attend(q, k, v, mask, causal=causal)
 
 
 class FeedForward(nn.Module):
@@ -172,7 +168,7 @@ class DecoderLayer(nn.Module):
         x = self.sub[1](x, lambda y: self.cross_attn(y, memory, src_mask))
         return self.sub[2](x, self.ffn)
 
-    def step(self, x: Tensor, state: "IncrementalState", layer: int) -> Tensor:
+    def step(self, x: Tensor, state, layer: int) -> Tensor:
         """One target position x (rows, 1, d_model), attending over the prefix `state` keeps and the memory."""
 
         def self_attention(y: Tensor) -> Tensor:
@@ -185,34 +181,12 @@ class DecoderLayer(nn.Module):
             # positions of it: the memory's keys/values exist once per memory row
             attn, rows, g = self.cross_attn, y.size(0), state.group
             q = attn.W_q(y).view(rows // g, g, attn.h, attn.d_k).transpose(1, 2)  # (A, h, g, d_k)
-            k, v = state.memory_kv(layer)  # (A, h, S, d_k), (A, h, S, d_v)
+            k, v = state.memory[layer]  # (A, h, S, d_k), (A, h, S, d_v)
             return attn.attend(q, k, v, state.memory_mask).reshape(rows, 1, -1)
 
         x = self.sub[0](x, self_attention)
         x = self.sub[1](x, cross_attention)
         return self.sub[2](x, self.ffn)
-
-
-class IncrementalState(Protocol):
-    """What `Transformer.decode_step` needs between steps; the caller owns it and its row layout
-    (batched beam search: `aiayn.model.beam_state`, which also reorders it, as fairseq's generator does).
-
-    The decoder runs `rows` = A × `group` target rows over A memory rows: row r reads memory row
-    r // group (one sentence's beam shares the sentence's memory).
-    """
-
-    position: int  # target position of the next step; `decode_step` advances it
-    group: int
-    memory_mask: Tensor  # (A, 1, 1, S), True = a real source token
-
-    def extend(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Keep decoder layer `layer`'s self-attention keys/values of this step (rows, h, 1, d); return
-        those of the whole prefix so far (rows, h, position + 1, d)."""
-        ...
-
-    def memory_kv(self, layer: int) -> tuple[Tensor, Tensor]:
-        """Decoder layer `layer`'s encoder-decoder keys/values (A, h, S, d_k), (A, h, S, d_v)."""
-        ...
 
 
 class Transformer(nn.Module):
@@ -292,12 +266,7 @@ class Transformer(nn.Module):
                 roles |= {f"{stack}_norm.weight": norm.weight, f"{stack}_norm.bias": norm.bias}
         return roles, {"encoder": list(self.encoder), "decoder": list(self.decoder)}
 
-    def memory_keys_values(self, memory: Tensor) -> list[tuple[Tensor, Tensor]]:
-        """Each decoder layer's encoder-decoder keys/values of memory (A, S, d_model), computed once
-        for all decoding steps: [((A, h, S, d_k), (A, h, S, d_v)), ...]."""
-        return [layer.cross_attn.keys_values(memory) for layer in self.decoder]
-
-    def decode_step(self, tokens: Tensor, state: IncrementalState) -> Tensor:
+    def decode_step(self, tokens: Tensor, state) -> Tensor:
         """tokens (rows,) at position state.position -> logits (rows, tgt_vocab) of the next token."""
         x = self.tgt_embed(tokens[:, None], offset=state.position)  # (rows, 1, d_model)
         for i, layer in enumerate(self.decoder):
@@ -357,29 +326,27 @@ def build(cfg: ModelConfig, device: str | torch.device | None = None) -> Transfo
 
 
 @torch.no_grad()
-def encoder_attention(model: Transformer, tokens: list[int]) -> Tensor:
-    """The last encoder layer's self-attention weights over one source sentence (its token ids, EOS
-    included): (h, S, S), each row a distribution over the positions attended."""
-    layer = model.encoder[-1].self_attn
-    layer.recorded = []
-    try:
-        model.encode(torch.tensor([tokens]))
-        return layer.recorded[0][0]  # (h, S, S)
-    finally:
-        layer.recorded = None
-
-
-@torch.no_grad()
-def cross_attention(model: Transformer, src: list[int], tgt_in: list[int]) -> list[Tensor]:
-    """Every decoder layer's encoder-decoder attention weights for one sentence pair, the target
-    fed as in training (teacher forcing; `tgt_in` starts with BOS, `src` ends with EOS): a list of
-    (h, T, S), one per layer, row i the source distribution read to predict target token i."""
-    layers = [layer.cross_attn for layer in model.decoder]
+def recorded(model: Transformer, layers: list[MultiHeadAttention], *sentence: list[int]) -> list[Tensor]:
+    """The attention weights of `layers` (h, T, S) each, as the model runs over one sentence: its
+    encoder over the source, or the whole model over the source and the target's input."""
     for attn in layers:
         attn.recorded = []
     try:
-        model(torch.tensor([src]), torch.tensor([tgt_in]))
+        (model.encode if len(sentence) == 1 else model)(*(torch.tensor([tokens]) for tokens in sentence))
         return [attn.recorded[0][0] for attn in layers]
     finally:
         for attn in layers:
             attn.recorded = None
+
+
+def encoder_attention(model: Transformer, tokens: list[int]) -> Tensor:
+    """The last encoder layer's self-attention weights over one source sentence (its token ids, EOS
+    included): (h, S, S), each row a distribution over the positions attended."""
+    return recorded(model, [model.encoder[-1].self_attn], tokens)[0]
+
+
+def cross_attention(model: Transformer, src: list[int], tgt_in: list[int]) -> list[Tensor]:
+    """Every decoder layer's encoder-decoder attention weights for one sentence pair, the target
+    fed as in training (teacher forcing; `tgt_in` starts with BOS, `src` ends with EOS): a list of
+    (h, T, S), one per layer, row i the source distribution read to predict target token i."""
+    return recorded(model, [layer.cross_attn for layer in model.decoder], src, tgt_in)
