@@ -10,13 +10,11 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-# How the weights are drawn before training (the paper does not say; `aiayn.model.transformer.initialize`):
-# - "t2t": the paper's code, tensor2tensor (transformer_base: initializer uniform_unit_scaling, gain
-#   1.0 = variance scaling, fan_avg, uniform = Xavier-uniform, for every weight; its attention
-#   projections are built with use_bias=False; embeddings N(0, d_model^-0.5); FFN biases 0);
-# - "fairseq": fairseq 0.12's (MultiheadAttention.reset_parameters: W^Q, W^K, W^V Xavier-uniform at
-#   gain 1/sqrt(2) "convergence is much better", their biases and the FFN's linears at torch's
-#   nn.Linear default, W^O Xavier-uniform with bias 0; embeddings N(0, d_model^-0.5), padding row 0).
+# How the weights are drawn before training (the paper does not say): "t2t", the paper's code's,
+# tensor2tensor's transformer_base (initializer uniform_unit_scaling, gain 1.0 = variance scaling, fan_avg,
+# uniform = Xavier-uniform; attention projections built with use_bias=False); "fairseq", fairseq 0.12's
+# (MultiheadAttention.reset_parameters: "convergence is much better"). What each draws, tensor by tensor:
+# `aiayn.model.transformer.initialize`.
 INITS = ("t2t", "fairseq")
 
 

@@ -203,23 +203,16 @@ class Transformer(nn.Module):
         self.decoder = nn.ModuleList([DecoderLayer(cfg) for _ in range(cfg.N)])
         self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()
         self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()
-        self.reset_parameters()
+        initialize(self, cfg.init)
 
     @property
     def projection(self) -> nn.Parameter:
         """The pre-softmax linear transformation: the target embedding matrix (§3.4)."""
         return self.tgt_embed.weight
 
-    def reset_parameters(self) -> None:
-        """Draw every weight as `cfg.init` says (`initialize`)."""
-        initialize(self, self.cfg.init)
-
-    def src_mask(self, src: Tensor) -> Tensor:
-        return (src != self.cfg.pad_id)[:, None, None, :]  # (B, 1, 1, S), True = a real token
-
     def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
         """src (B, S) token ids -> memory (B, S, d_model) and its padding mask (B, 1, 1, S)."""
-        mask = self.src_mask(src)
+        mask = (src != self.cfg.pad_id)[:, None, None, :]  # (B, 1, 1, S), True = a real token
         x = self.src_embed(src)
         for layer in self.encoder:
             x = layer(x, mask)
