@@ -237,7 +237,7 @@ def test_the_references_adam_is_torchs_and_its_rate_and_target_are_the_papers():
         before = p.detach().clone()
         p.grad = g.clone()
         adam.step()
-    mine = reference.adam_step(before, grads, [0.1] * 3, (0.9, 0.98), 1e-9)
+    mine = reference.adam_step(before, grads, [0.1] * 3, betas=(0.9, 0.98), eps=1e-9)
     assert torch.allclose(mine.float(), p.detach(), atol=1e-6)
     assert reference.paper_rate(4000, 512, 4000) == pytest.approx(512**-0.5 * 4000**-0.5)
     q = reference.smoothed_target(torch.tensor([[5, 0]]), 10, 0.1, pad=0)

@@ -8,6 +8,7 @@ import math
 
 import torch
 
+from aiayn.check.data import paper_batch
 from aiayn.check.mistakes import TOLERANCE, Departure, locate
 from aiayn.check.reference import DTYPE, closest_form
 from aiayn.check.run import watching
@@ -32,7 +33,7 @@ def eval_forward(model, src, tgt_in) -> Departure | None:
             "training=self.training, or a module kept in training mode), so decoding is noisy"  # fmt: skip
         return Departure("the eval-mode forward pass", "its dropout", seen=said)
     params = {n: t.detach().to(DTYPE) for n, t in model.paper_map()[0].items()}
-    found = locate(s, params, model.cfg, closest_form(params, model.cfg, s), None)
+    found = locate(s, params, model.cfg, closest_form(params, model.cfg, s))
     if found is not None:
         found.quantity = "the eval-mode logits"
     return found
@@ -113,18 +114,23 @@ def scripted(alpha: float) -> str | None:
     return None
 
 
-def decoding(model, src, tgt_in, task: str) -> tuple[Departure | str | None, dict]:
-    """The `decoding` check's first departure (None: none) and what it measured."""
-    beam, alpha = (paper.DECODE["parsing" if task == "parsing" else "translation"][k] for k in ("beam", "alpha"))
+def decoding(run):
+    """The `decoding` check of the run's model (aiayn.check.check.Run) over its first 4 pairs: what
+    departs (None: nothing), the figure, what it measured."""
+    model, (src, tgt_in, _) = run.model, paper_batch(run.small, range(min(4, len(run.small))))
+    task = "parsing" if run.settings["task"] == "parsing" else "translation"
+    beam, alpha = paper.DECODE[task]["beam"], paper.DECODE[task]["alpha"]
+    figure = f"the eval-mode logits are §3's; beam {beam} (alpha {alpha}) gives each hypothesis the full forward " \
+        "pass's log P and log P / lp; beam 1 follows its greedy path"  # fmt: skip
     model.eval()
     found = eval_forward(model, src, tgt_in)
     if found is not None:
-        return found, {}
+        return found.said(), figure, {}
     with torch.no_grad():  # an untrained model ends at once: its projection made sharper and EOS's row 0,
         projection = model.paper_map()[0]["tgt_embed"]  # hypotheses run on, so that the cache and the
         projection.mul_(3)[EOS] = 0  # beam's reordering show (any weights are the model's to compare)
     said = hypotheses(model, src, beam, alpha) or scripted(alpha)
-    return (said, {}) if said else (None, {"beam": beam, "alpha": alpha, "sentences": int(src.size(0))})
+    return said, figure, {} if said else {"beam": beam, "alpha": alpha, "sentences": int(src.size(0))}
 
 
 def initialisation(initial: dict, cfg):

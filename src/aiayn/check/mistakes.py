@@ -136,10 +136,10 @@ def parts(seen, cfg):
     yield "the projection", seen.logits, lambda r: r.project(io["dec_out"][-1]), PROJECTION, "tgt"
 
 
-def locate(seen, params: dict, cfg, base: Form, drops: dict | None) -> Departure | None:
-    """The first part of `seen` that differs from the reference of form `base`, with the mistakes
-    whose reproduction matches it."""
-    ref = Reference(params, cfg, base, drops)
+def locate(seen, params: dict, cfg, base: Form) -> Departure | None:
+    """The first part of `seen` that differs from the reference of form `base` (over the dropout
+    masks the pass drew), with the mistakes whose reproduction matches it."""
+    ref = Reference(params, cfg, base, seen.masks)
     keep = {"src": seen.src != cfg.pad_id, "tgt": seen.tgt_in != cfg.pad_id}
     for name, got, compute, mistakes, side in parts(seen, cfg):
         amount = change(got, compute(ref), keep[side])
@@ -151,7 +151,7 @@ def locate(seen, params: dict, cfg, base: Form, drops: dict | None) -> Departure
         causes = []
         for said, changes in mistakes:  # what the model fed a layer, computed; or the reference changed
             try:  # a change that cannot be computed at these sizes (W^O skipped where h d_v != d_model) is none
-                value = compute(Reference(params, cfg, replace(base, **changes), drops, base=base)) \
+                value = compute(Reference(params, cfg, replace(base, **changes), seen.masks, base=base)) \
                     if isinstance(changes, dict) else changes  # fmt: skip
             except RuntimeError:
                 continue

@@ -68,7 +68,7 @@ class Reference:
     deliberate settings of `cfg` (an aiayn.model.hparams.ModelConfig), computed as `form` says;
     `drops` the masks drawn ({"residual": [...], "attention": [...]}; empty: no dropout)."""
 
-    def __init__(self, params: dict, cfg, form: Form = Form(), drops: dict | None = None, base: Form | None = None):
+    def __init__(self, params: dict, cfg, form: Form = Form(), drops: dict | None = None, *, base: Form | None = None):
         self.p, self.cfg, self.form, self.base = params, cfg, form, base or form
         self.drops = drops or {"residual": [], "attention": []}
 
@@ -111,7 +111,7 @@ class Reference:
         real = keys != self.cfg.pad_id if f.pad_mask else torch.ones_like(keys, dtype=torch.bool)
         return real[:, None, :].expand(B, T, S)
 
-    def attention(self, name: str, x, memory, keep, f: Form, k: int):
+    def attention(self, name: str, x, memory, keep, *, f: Form, k: int):
         """§3.2: Concat(head_1..head_h) W^O, head_i = softmax(Q_i K_i^T / sqrt(d_k)) V_i over the kept keys."""
         cfg = self.cfg
         h, d_k, d_v, B, T, S = cfg.h, cfg.d_k, cfg.d_v, x.size(0), x.size(1), memory.size(1)
@@ -131,7 +131,7 @@ class Reference:
         act = {"relu": torch.relu, "gelu": F.gelu, "none": lambda t: t}[f.act]
         return self.linear(f"{name}.W_2", act(self.linear(f"{name}.W_1", x, f.ffn_bias)), f.ffn_bias)
 
-    def sublayer(self, layer: str, j: int, x, fn, k: int):
+    def sublayer(self, layer: str, j: int, x, fn, *, k: int):
         """§3.1 and §5.4: LayerNorm(x + Dropout(Sublayer(x))); x + Dropout(Sublayer(LayerNorm(x))) under pre_norm."""
         pre = self.cfg.pre_norm
         wrap = self.f(j).wrap or ("pre" if pre else "post")
@@ -151,18 +151,18 @@ class Reference:
     def encoder_layer(self, i: int, x, src):
         p = f"encoder.{i}"
         keep = self.keep(x, src, False, self.f(0))
-        x = self.sublayer(p, 0, x, lambda a: self.attention(f"{p}.self", a, a, keep, self.f(0), i), 1 + 2 * i)
-        return self.sublayer(p, 1, x, lambda a: self.ffn(f"{p}.ffn", a, self.f(1)), 2 + 2 * i)
+        x = self.sublayer(p, 0, x, lambda a: self.attention(f"{p}.self", a, a, keep, f=self.f(0), k=i), k=1 + 2 * i)
+        return self.sublayer(p, 1, x, lambda a: self.ffn(f"{p}.ffn", a, self.f(1)), k=2 + 2 * i)
 
     def decoder_layer(self, i: int, y, memory, src):
         p, N = f"decoder.{i}", self.cfg.N
         k = 2 + 2 * N + 3 * i  # the layer's first residual mask
         causal = self.keep(y, y, True, self.f(0))
-        y = self.sublayer(p, 0, y, lambda a: self.attention(f"{p}.self", a, a, causal, self.f(0), N + 2 * i), k)
+        y = self.sublayer(p, 0, y, lambda a: self.attention(f"{p}.self", a, a, causal, f=self.f(0), k=N + 2 * i), k=k)
         cross = self.keep(y, src, False, self.f(1))
-        y = self.sublayer(p, 1, y, lambda a: self.attention(f"{p}.cross", a, memory, cross, self.f(1), N + 2 * i + 1),
-                          k + 1)  # fmt: skip
-        return self.sublayer(p, 2, y, lambda a: self.ffn(f"{p}.ffn", a, self.f(2)), k + 2)
+        y = self.sublayer(p, 1, y, lambda a: self.attention(f"{p}.cross", a, memory, cross, f=self.f(1),
+                                                            k=N + 2 * i + 1), k=k + 1)  # fmt: skip
+        return self.sublayer(p, 2, y, lambda a: self.ffn(f"{p}.ffn", a, self.f(2)), k=k + 2)
 
     def memory(self, x):
         return self.norm("encoder_norm", x) if self.cfg.pre_norm else x
@@ -194,7 +194,7 @@ def closest_form(params: dict, cfg, seen) -> Form:
                + change(seen.io["dec_in"][0], refs[f].embed("tgt", seen.tgt_in).detach()))  # fmt: skip
 
 
-def smoothed_target(targets, V: int, eps_ls: float, pad: int, form: str = "paper"):
+def smoothed_target(targets, V: int, eps_ls: float, pad: int, *, form: str = "paper"):
     """§5.4's target per position (B, T, V), 0 at padding: 1 - eps_ls on the reference token and
     eps_ls / (V - 1) on each other (the paper's code's), or a known mistake's `form` (mistakes.LOSS)."""
     eps = 0.0 if form == "lost" else eps_ls
@@ -205,7 +205,7 @@ def smoothed_target(targets, V: int, eps_ls: float, pad: int, form: str = "paper
     return q if form == "padding" else q * (targets != pad).unsqueeze(-1)
 
 
-def adam_step(before, grads: list, lrs: list[float], betas, eps: float, bias_correction: bool = True):
+def adam_step(before, grads: list, lrs: list[float], *, betas, eps: float, bias_correction: bool = True):
     """Adam (Kingma & Ba, §5.3's optimizer) of the tensor `before` after the updates of `grads` (the
     last the update being made) at rates `lrs`: the tensor after the last one, float64."""
     (b1, b2), t = betas, len(grads)

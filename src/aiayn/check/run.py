@@ -23,7 +23,7 @@ from aiayn.data.binary import Corpus
 DROPOUTS = {F.dropout, torch.dropout}
 
 
-def _arg(args, kwargs, i, names, default):
+def _arg(args, kwargs, i, names, *, default):
     return args[i] if len(args) > i else next((kwargs[n] for n in names if n in kwargs), default)
 
 
@@ -42,20 +42,21 @@ class Draws(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func in DROPOUTS:
-            x, p = args[0], _arg(args, kwargs, 1, ("p",), 0.5)
-            if p == 0 or not _arg(args, kwargs, 2, ("training", "train"), True):
+            x, p = args[0], _arg(args, kwargs, 1, ("p",), default=0.5)
+            if p == 0 or not _arg(args, kwargs, 2, ("training", "train"), default=True):
                 return x
             return x * self.keep(x.shape, p, x.device) / (1 - p)
-        if func is F.scaled_dot_product_attention and _arg(args, kwargs, 4, ("dropout_p",), 0.0) > 0:
+        if func is F.scaled_dot_product_attention and (p := _arg(args, kwargs, 4, ("dropout_p",), default=0.0)) > 0:
             q, k, v = args[:3]
-            mask, causal = _arg(args, kwargs, 3, ("attn_mask",), None), _arg(args, kwargs, 5, ("is_causal",), False)
-            scale = _arg(args, kwargs, 6, ("scale",), None) or q.size(-1) ** -0.5
+            mask = _arg(args, kwargs, 3, ("attn_mask",), default=None)
+            causal = _arg(args, kwargs, 5, ("is_causal",), default=False)
+            scale = _arg(args, kwargs, 6, ("scale",), default=None) or q.size(-1) ** -0.5
             scores = q @ k.transpose(-1, -2) * scale  # (B, h, T, S)
             if causal:
                 scores = scores.masked_fill(torch.ones(scores.shape[-2:], dtype=torch.bool).triu(1), -math.inf)
             if mask is not None:
                 scores = scores.masked_fill(~mask, -math.inf) if mask.dtype == torch.bool else scores + mask
-            weights, p = scores.softmax(-1), args[4] if len(args) > 4 else kwargs["dropout_p"]
+            weights = scores.softmax(-1)
             return weights * self.keep(weights.shape, p, q.device) / (1 - p) @ v
         return func(*args, **kwargs)
 
@@ -122,10 +123,10 @@ class Update:
     lr: float
 
 
-def trainer_run(settings: dict, corpus: Corpus, updates: int, on_update, micro_batches: int = 6):
+def trainer_run(settings: dict, corpus: Corpus, updates: int, on_update, *, micro_batches: int = 6):
     """Make `updates` updates of the experiment's Trainer over `corpus` (fp32, no compile, no prefetch, and a
     token budget that cuts it into about `micro_batches` micro-batches, 2 to an update); after each,
-    `on_update(Update)`, which returns None to go on. Returns the trainer's batcher and model."""
+    `on_update(Update, trainer)`, which returns None to go on. Returns the trainer's batcher and model."""
     from aiayn.training.distributed import Env
     from aiayn.training.train import RunFiles, Trainer
 

@@ -67,8 +67,7 @@ class Training:
     def compare(self, up, trainer) -> Departure | None:
         cfg, tr = self.cfg, self.tr
         params = {n: t.to(DTYPE).requires_grad_(True) for n, t in up.before.items()}  # the snapshot itself
-        tokens = sum(int((s.tgt_in != PAD).sum()) for s in up.seen)
-        got, want, targets = [], [], []
+        tokens, targets = sum(int((s.tgt_in != PAD).sum()) for s in up.seen), []
         for m, seen in enumerate(up.seen):
             said = masks_said(seen, cfg)
             if said:
@@ -78,7 +77,7 @@ class Training:
             amount = change(seen.logits, logits, seen.tgt_in != PAD)
             self.figures["logits"] = max(self.figures["logits"], amount)
             if amount > TOLERANCE:
-                found = locate(seen, {n: p.detach() for n, p in params.items()}, cfg, self.form, seen.masks)
+                found = locate(seen, {n: p.detach() for n, p in params.items()}, cfg, self.form)
                 found = found or Departure("the forward pass", "the logits", amount)
                 found.quantity, found.where = "the logits (training mode)", f"micro-batch {m + 1}, {found.where}"
                 return found
@@ -86,10 +85,8 @@ class Training:
             target = torch.tensor([d[1:] + [EOS] + [PAD] * (width - len(d)) for d in trimmed(seen.tgt_in)])
             q = smoothed_target(target, cfg.tgt_vocab, tr["eps_ls"], PAD)
             (-(q * logits.log_softmax(-1)).sum() / tokens).backward()
-            got.append(seen.logit_grad if seen.logit_grad is not None else torch.zeros_like(seen.logits))
-            want.append((seen.logits.double().softmax(-1) * q.sum(-1, keepdim=True) - q) / tokens)
             targets.append(target)
-        found, scale = loss(up, got, want, targets, self)
+        found, scale = loss(up, targets, tokens, self)
         found = found or gradients(up, params, scale, self)
         for p in params.values():  # the reference's gradients, before the optimizer's step is read
             p.grad = None
@@ -126,21 +123,24 @@ def fit(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float]:
     return c, change(got, c * want, floor=0.0) if c > 0 else math.inf
 
 
-def loss(up, got, want, targets, t: Training) -> tuple[Departure | None, float]:
-    """The gradient the loss gave the logits against §5.4's, up to one scale (returned)."""
-    got = torch.cat([g.flatten() for g in got]).double()
-    scale, amount = fit(got, torch.cat([w.flatten() for w in want]))
+def loss(up, targets: list, tokens: int, t: Training) -> tuple[Departure | None, float]:
+    """The gradient the loss gave the logits against §5.4's (the mean over the update's `tokens`
+    target tokens), up to one scale (returned)."""
+
+    def paper(form: str = "paper"):  # §5.4's gradient at the logits, or a known mistake's (LOSS)
+        qs = [smoothed_target(target, t.cfg.tgt_vocab, t.tr["eps_ls"], PAD, form=form) for target in targets]
+        return torch.cat([((s.logits.double().softmax(-1) * q.sum(-1, keepdim=True) - q) / tokens).flatten()
+                          for s, q in zip(up.seen, qs)])  # fmt: skip
+
+    got = torch.cat([(torch.zeros_like(s.logits) if s.logit_grad is None else s.logit_grad).flatten() for s in up.seen])
+    got = got.double()
+    scale, amount = fit(got, paper())
     t.figures["loss"] = max(t.figures["loss"], amount)
     if amount <= TOLERANCE:  # the reference's scale: the mean over the update's target tokens
         said = f"the update's loss is {scale:.4g} x the mean over its target tokens (§5.4's, as the paper's code)"
         return (Departure("the gradient the loss gives the logits", "its scale", seen=said) if abs(scale - 1) >
                 TOLERANCE else None), scale  # fmt: skip
-    causes = []
-    for said, form in LOSS:
-        qs = [smoothed_target(target, t.cfg.tgt_vocab, t.tr["eps_ls"], PAD, form) for target in targets]
-        alt = torch.cat([(s.logits.double().softmax(-1) * q.sum(-1, keepdim=True) - q).flatten() for s, q in
-                         zip(up.seen, qs)])  # fmt: skip
-        causes += [said] if fit(got, alt)[1] <= TOLERANCE else []
+    causes = [said for said, form in LOSS if fit(got, paper(form))[1] <= TOLERANCE]
     return Departure("the gradient the loss gives the logits", "the update's target tokens", amount, causes), scale
 
 
