@@ -14,6 +14,7 @@ from aiayn.report.compact import IGNORES_INPUT, NOT_A_RESULT, block, columns, no
 from aiayn.report.format import footer, markdown_of, paragraphs
 from aiayn.runtime import records
 from aiayn.runtime.hardware import PEAKS, gpu_model
+from aiayn.study import paper
 from aiayn.study.layout import Layout
 
 
@@ -133,7 +134,8 @@ def column_note(number: int) -> str:
             "x the devices training (GPUs, or CPU processes), those of the hardware column; model_flops: the "
             "training FLOPs counted from every update's batches (encoder on source, decoder on target tokens, "
             "attention products at the real lengths, output projection; aiayn.runtime.hardware.training_flops). "
-            "The paper's Table 2 gives 41.8 for big EN-FR; its §6.1 text and abstract say 41.0.\n"
+            f"The paper's Table 2 gives {paper.FIGURES['big-en-fr']['bleu']} for big EN-FR; its §6.1 text and "
+            "abstract say 41.0.\n"
         )
     if number == 3:
         return (

@@ -264,7 +264,7 @@ def row3(layout: Layout, exp: dict, base: dict | None) -> dict:
     changed = {
         k: v for k, v in model.items() if k in BASE_MODEL and v != (base or {"model": BASE_MODEL})["model"].get(k)
     }
-    if exp["eps_ls"] != (base or {}).get("eps_ls", 0.1):
+    if exp["eps_ls"] != (base or {}).get("eps_ls", paper.TRAINING["eps_ls"]):
         changed["eps_ls"] = exp["eps_ls"]
     if model.get("positional") == "learned":
         changed["positional"] = "learned"
