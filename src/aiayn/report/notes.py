@@ -176,7 +176,7 @@ def legend(number: int) -> str:
 
 
 def document(
-    number: int, rows: list[dict], study: str | None = None, notes: str = "", experiments: list[dict] | None = None
+    number: int, rows: list[dict], *, study: str | None = None, notes: str = "", experiments: list[dict] | None = None
 ) -> list[tuple[str, object]]:
     """Table `number` as parts, (kind, content), in the order they are read: the title, `study`
     (which config files made it), the paper's table with our rows in it (aiayn.report.compact:
@@ -205,7 +205,7 @@ def document(
 
 
 def markdown_document(
-    number: int, rows: list[dict], study: str | None = None, notes: str = "", experiments: list[dict] | None = None
+    number: int, rows: list[dict], *, study: str | None = None, notes: str = "", experiments: list[dict] | None = None
 ) -> str:
     """Table `number` as Markdown (`document`, `markdown_of`)."""
-    return markdown_of(document(number, rows, study, notes, experiments))
+    return markdown_of(document(number, rows, study=study, notes=notes, experiments=experiments))

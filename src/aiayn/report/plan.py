@@ -37,14 +37,11 @@ from aiayn.model.hparams import ModelConfig
 from aiayn.report.format import to_markdown
 from aiayn.runtime.checkpoint import RESUMABLE
 from aiayn.runtime.hardware import PEAKS, gpu_model, training_flops
+from aiayn.study import paper
 
 MEAN_LENGTH = 30  # pieces per sentence and side where no encoded data says: the WMT news slice's, ~1.3 per word
-# the paper's own training runs (§5.2): updates, hours, GPUs, the GPU (footnote 5: its FP32 peak)
-PAPER_RUNS = {"base": (100_000, 12.0, 8, "P100"), "big": (300_000, 3.5 * 24, 8, "P100")}
-PAPER_MODELS = {  # Table 3's base and big, on EN-DE's 37,000 shared pieces (§5.1)
-    "base": {"N": 6, "d_model": 512, "d_ff": 2048, "h": 8, "d_k": 64, "d_v": 64},
-    "big": {"N": 6, "d_model": 1024, "d_ff": 4096, "h": 16, "d_k": 64, "d_v": 64},
-}
+# the paper's own training runs (§5.2): hours, GPUs, the GPU (footnote 5: its FP32 peak); updates: paper.TRAIN
+PAPER_RUNS = {"base": (12.0, 8, "P100"), "big": (3.5 * 24, 8, "P100")}
 WEIGHT_BYTES = 4  # fp32
 RESUME_BYTES = 12  # fp32 weights and Adam's exp_avg and exp_avg_sq
 
@@ -78,8 +75,9 @@ class Measured:
 def paper_mfu() -> dict[str, float]:
     """The paper's MFU of base and big: our FLOPs count of its updates over its GPU time at FP32 peak."""
     out = {}
-    for name, (updates, hours, gpus, gpu) in PAPER_RUNS.items():
-        flops = updates * update_flops(PAPER_MODELS[name], 37000, 25000, MEAN_LENGTH)
+    for name, (hours, gpus, gpu) in PAPER_RUNS.items():  # Table 3's base and big, on EN-DE's 37,000 pieces (§5.1)
+        train = paper.TRAIN[name]
+        flops = train["steps"] * update_flops(paper.MODEL[name], 37000, train["tokens_per_update"], MEAN_LENGTH)
         out[name] = flops / (hours * 3600 * gpus * PEAKS[gpu]["fp32"])
     return out
 
@@ -221,51 +219,46 @@ def plan(
     per_node = math.ceil(gpus / nodes)  # trainer processes on a node, each its own peak RSS
     rows, sources = [], {}
     for exp in experiments:
-        vocab, shared = exp["vocab"]["size"], exp["vocab"]["shared"]
-        params = parameters(exp["model"], vocab, shared)
-        tr = exp["train"]
-        precision = tr["precision"] if tr["precision"] != "auto" else "bf16" if "bf16" in PEAKS[model_name] else "fp16"
-        flops = tr["steps"] * update_flops(exp["model"], vocab, tr["tokens_per_update"], MEAN_LENGTH)
-        fig, of_peak, source, said = throughput(figures, model_name, precision)
-        flop_s = fig.mfu["big" if exp["model"]["d_model"] >= 1024 else "base"] * of_peak  # a GPU's, sustained
-        sources[source] = said
         need = rss.get(("train", exp["name"]))
         need = need * per_node if need is not None else None  # a node's: each process's, times the processes
-        gpu_hours = flops / (flop_s * 3600)
-        rows.append(
-            {
-                "experiment": exp["name"],
-                "params_M": params / 1e6,
-                "updates": tr["steps"],
-                "precision": precision,
-                "model_flops": flops,
-                "mfu": flop_s / (PEAKS[model_name].get(precision) or PEAKS[model_name]["fp32"]),
-                "mfu_from": source,
-                "gpu_hours": gpu_hours,
-                "wall_hours": gpu_hours / gpus,
-                "checkpoints_GB": checkpoint_bytes(params, tr["keep_checkpoints"] or 0) / 1e9,
-                "host_memory_GiB": need / 1024 if need else None,  # both in MiB, as Slurm's --mem counts
-                "requested_GiB": train_request.get("mem_mb", 0) / 1024 or None,
-                "short": None
-                if need is None or "mem_mb" not in train_request
-                else "yes"
-                if need > train_request["mem_mb"]
-                else "no",
-            }
-        )
-    totals = {
-        "gpu": model_name,
-        "gpus": gpus,
-        "nodes": nodes,
-        "mfu_sources": sources,
-        "costs": costs,
-        "model_flops": sum(r["model_flops"] for r in rows),
-        "gpu_hours": sum(r["gpu_hours"] for r in rows),
-        "wall_hours": sum(r["wall_hours"] for r in rows),
-        "checkpoints_GB": sum(r["checkpoints_GB"] for r in rows),
-        "short": [r["experiment"] for r in rows if r["short"] == "yes"],
-    }
+        row, source, said = _row(exp, figures, model_name, gpus)
+        sources[source] = said
+        asked = train_request.get("mem_mb")
+        row["host_memory_GiB"] = need / 1024 if need else None  # both in MiB, as Slurm's --mem counts
+        row["requested_GiB"] = (asked or 0) / 1024 or None
+        row["short"] = None if need is None or asked is None else "yes" if need > asked else "no"
+        rows.append(row)
+    totals = {"gpu": model_name, "gpus": gpus, "nodes": nodes, "mfu_sources": sources, "costs": costs}
+    for key in ("model_flops", "gpu_hours", "wall_hours", "checkpoints_GB"):
+        totals[key] = sum(r[key] for r in rows)
+    totals["short"] = [r["experiment"] for r in rows if r["short"] == "yes"]
     return rows, totals
+
+
+def _row(exp: dict, figures: list[Measured], gpu: str, gpus: int) -> tuple[dict, str, str]:
+    """(the plan's row of one training but its memory columns, the name of its MFU's source, what
+    the header says of that source)."""
+    vocab, shared = exp["vocab"]["size"], exp["vocab"]["shared"]
+    params = parameters(exp["model"], vocab, shared)
+    tr = exp["train"]
+    precision = tr["precision"] if tr["precision"] != "auto" else "bf16" if "bf16" in PEAKS[gpu] else "fp16"
+    flops = tr["steps"] * update_flops(exp["model"], vocab, tr["tokens_per_update"], MEAN_LENGTH)
+    fig, of_peak, source, said = throughput(figures, gpu, precision)
+    flop_s = fig.mfu["big" if exp["model"]["d_model"] >= 1024 else "base"] * of_peak  # a GPU's, sustained
+    gpu_hours = flops / (flop_s * 3600)
+    row = {
+        "experiment": exp["name"],
+        "params_M": params / 1e6,
+        "updates": tr["steps"],
+        "precision": precision,
+        "model_flops": flops,
+        "mfu": flop_s / (PEAKS[gpu].get(precision) or PEAKS[gpu]["fp32"]),
+        "mfu_from": source,
+        "gpu_hours": gpu_hours,
+        "wall_hours": gpu_hours / gpus,
+        "checkpoints_GB": checkpoint_bytes(params, tr["keep_checkpoints"] or 0) / 1e9,
+    }
+    return row, source, said
 
 
 # the columns a plan may leave blank: why, and what fills them (`blanks`)
