@@ -1,6 +1,7 @@
 """The plan a user reads before launching the study: per training and in total, the model FLOPs of
 its planned updates, the GPU hours and wall time they take at an MFU, the disk its checkpoints take
-at their peak, the host memory it was measured to need, and the Slurm resources its jobs request.
+at their peak, the host memory it was measured to need, and the Slurm resources its jobs request;
+and every experiment's parameter count beside the paper's (`print_parameters`: Table 3's "params").
 
 - FLOPs: the project's own count of an update (`aiayn.runtime.hardware.training_flops`) over
   `tokens_per_update` source and as many target tokens in sentences of the dataset's mean length
@@ -47,7 +48,8 @@ RESUME_BYTES = 12  # fp32 weights and Adam's exp_avg and exp_avg_sq
 
 
 def parameters(model: dict, vocab: int, shared: bool) -> int:
-    """The parameter count of a model of these settings (built on torch's meta device: shapes only)."""
+    """The parameter count of a model of these settings (built on torch's meta device: shapes only, no
+    training and no data; the vocabulary sizes of its dataset as configured, §5.1: 37k shared EN-DE)."""
     from aiayn.model.transformer import build, count_parameters
 
     cfg = ModelConfig.from_settings(model, src_vocab=vocab, tgt_vocab=vocab, shared_vocab=shared)
@@ -372,3 +374,51 @@ def write_plan(
     atomic_write_text(out, text)
     log(text)
     return rows, totals
+
+
+SHAPE = ("N", "d_model", "d_ff", "h", "d_k", "d_v")
+PARAM_COLUMNS = ("experiment", "tables", "row", *SHAPE, "vocab", "params_M", "paper_M")
+
+
+def parameter_rows(study, names: list[str] | None = None) -> list[dict]:
+    """A row per experiment of `study` (or of `names`), as configured: left-out ones too, no candidates."""
+    rows = []
+    for name in names or list(study.config["experiments"]):
+        exp = study.configured(name)
+        counted = parameters(exp["model"], exp["vocab"]["size"], exp["vocab"]["shared"])
+        row = {"experiment": name, "tables": ",".join(map(str, exp["tables"])), "row": exp["row"] or ""}
+        row.update({k: exp["model"][k] for k in SHAPE})
+        row.update(vocab=exp["vocab"]["size"], params_M=counted / 1e6, paper_M=exp["paper"].get("params_m"))
+        rows.append({**row, "params": counted})
+    return rows
+
+
+def parameter_table(rows: list[dict]) -> str:
+    """The rows as aligned text columns, the figures aligned right."""
+    cells = [list(PARAM_COLUMNS)]
+    for r in rows:
+        cells.append([f"{r[c]:.1f}" if c == "params_M" else "" if r[c] is None else str(r[c]) for c in PARAM_COLUMNS])
+    widths = [max(len(r[i]) for r in cells) for i in range(len(PARAM_COLUMNS))]
+    lines = ["  ".join(c.rjust(w) if i > 2 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in cells]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines)
+
+
+def print_parameters(config_path, names: list[str] | None = None, log=print) -> list[dict]:
+    """The parameter table of the study `config_path` (or of its experiments `names`), logged."""
+    from aiayn.study import config as cfg
+    from aiayn.study.grid import Study
+
+    study = Study(cfg.load(config_path))
+    unknown = [n for n in names or [] if n not in study.config["experiments"]]
+    if unknown:
+        raise UserError(
+            f"--experiment {unknown[0]!r} is not in {config_path}; known: {', '.join(study.config['experiments'])}"
+        )
+    rows = parameter_rows(study, names)
+    log(parameter_table(rows))
+    log(
+        "\nparams_M: parameters of the model as built (tied matrices counted once); "
+        "paper_M: Table 3 of the paper, where it gives one."
+    )
+    return rows
