@@ -29,12 +29,8 @@ def findings_line(rows: list[dict]) -> str:
     significant = sum(r.get("significant") == "yes" for r in yes)
     tested = any(r.get("significant") for r in judged)
     line = (
-        f"\nDoes this study reproduce the paper's findings? {len(yes)} of {len(judged)} variations move as in the paper"
-    )
-    line += (
-        f" (dev perplexity and dev BLEU against base; {partly} partly)"
-        if partly
-        else " (dev perplexity and dev BLEU against base)"
+        f"\nDoes this study reproduce the paper's findings? {len(yes)} of {len(judged)} variations move as in the "
+        f"paper (dev perplexity and dev BLEU against base{f'; {partly} partly' if partly else ''})"
     )
     line += (
         f", {significant} of them significantly (BLEU, p < {SIGNIFICANCE:g})"

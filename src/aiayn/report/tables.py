@@ -112,18 +112,17 @@ def read_score(layout: Layout, experiment: str, testset: str, task: str = "trans
     return record
 
 
-def read_metrics(layout: Layout, experiment: str) -> dict:
-    return metrics.summary(layout.metrics(experiment))
-
-
-def _status(exp: dict, metrics: dict, scored: bool, inputs: dict | None = None) -> str:
-    if scored and inputs and inputs.get("ignores_input"):
-        return IGNORES_INPUT  # not a result: never "done", no delta (aiayn.evaluation.dependence)
-    if scored:
-        return "done"
-    if metrics["step"]:
-        return f"pending (step {metrics['step']}/{exp['steps']})"
-    return "pending"
+def read_run(layout: Layout, exp: dict, task: str = "translation") -> tuple[dict, dict | None, dict | None, str]:
+    """(metrics summary, score or None, what the score says of the output's dependence on the input,
+    status) of one run of a row."""
+    m = metrics.summary(layout.metrics(exp["name"]))
+    s = read_score(layout, exp["name"], exp["testset"], task)
+    inputs = dependence.of_score(s, task)
+    if s and inputs and inputs.get("ignores_input"):
+        status = IGNORES_INPUT  # not a result: never "done", no delta (aiayn.evaluation.dependence)
+    else:
+        status = "done" if s else f"pending (step {m['step']}/{exp['steps']})" if m["step"] else "pending"
+    return m, s, inputs, status
 
 
 # the figures of a row that are averaged over its seeds (each with its spread, `<key>_s_sel`)
@@ -220,8 +219,7 @@ def records_of(table: pd.DataFrame) -> list[dict]:
 
 
 def row2(layout: Layout, exp: dict) -> dict:
-    m = read_metrics(layout, exp["name"])
-    s = read_score(layout, exp["name"], exp["testset"])
+    m, s, inputs, status = read_run(layout, exp)
     ours = s["tokenized_bleu"]["score"] if s else None
     theirs = exp["paper"].get("bleu")
     flops = m["flops"]
@@ -230,8 +228,6 @@ def row2(layout: Layout, exp: dict) -> dict:
     if s:  # the reference the score was scored against, whatever the config says now
         exp = {**exp, "scoring": {**exp["scoring"], "reference": cells["bleu_reference"]}}
     run = what_was_run(2, exp, m, s, layout=layout, figure="bleu")
-    inputs = dependence.of_score(s, "translation")
-    status = _status(exp, m, bool(s), inputs)
     return {
         "experiment": exp["name"],
         "dataset": exp["dataset"],
@@ -258,8 +254,7 @@ def row2(layout: Layout, exp: dict) -> dict:
 
 
 def row3(layout: Layout, exp: dict, base: dict | None) -> dict:
-    m = read_metrics(layout, exp["name"])
-    s = read_score(layout, exp["name"], exp["testset"])
+    m, s, inputs, status = read_run(layout, exp)
     model = exp["model"]
     changed = {
         k: v for k, v in model.items() if k in BASE_MODEL and v != (base or {"model": BASE_MODEL})["model"].get(k)
@@ -268,11 +263,10 @@ def row3(layout: Layout, exp: dict, base: dict | None) -> dict:
         changed["eps_ls"] = exp["eps_ls"]
     if model.get("positional") == "learned":
         changed["positional"] = "learned"
-    inputs = dependence.of_score(s, "translation")
     return {
         "row": exp.get("row"),
         "experiment": exp["name"],
-        "status": _status(exp, m, bool(s), inputs),
+        "status": status,
         **what_was_run(3, exp, m, s, layout=layout, figure="dev_bleu"),
         "changes": ", ".join(f"{k}={v}" for k, v in changed.items()) if exp.get("row") != "base" else "(base)",
         **{k: model[k] for k in ("N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop")},
@@ -347,12 +341,9 @@ def add_directions(rows: list[dict], experiments: list[dict]) -> None:
 
 
 def row4(layout: Layout, exp: dict) -> dict:
-    m = read_metrics(layout, exp["name"])
-    s = read_score(layout, exp["name"], exp["testset"], "parsing")
+    m, s, inputs, status = read_run(layout, exp, "parsing")
     run = what_was_run(4, exp, m, s, layout=layout, figure="f1")
     f1 = s["all"]["f1"] if s else None
-    inputs = dependence.of_score(s, "parsing")
-    status = _status(exp, m, bool(s), inputs)
     return {
         "row": exp.get("row"),
         "experiment": exp["name"],
