@@ -296,15 +296,20 @@ def block2(rows: list[dict], exps: list[dict | None]) -> tuple[list[dict], list[
         line["model"] = ours(line["model"], numbers)
         line[OURS] = True
         lines_after.setdefault(g["after"], []).append(line)
-    out = []
-    for name, *figures in paper.TABLE2:
-        de, fr, cost_de, cost_fr = figures
-        out.append({"model": name, "BLEU EN-DE": short(de), "BLEU EN-FR": short(fr),
-                    "cost EN-DE": flops(cost_de), "cost EN-FR": flops(cost_fr)})  # fmt: skip
-        out += lines_after.pop(name, [])
-    out += [line for lines in lines_after.values() for line in lines]
+    theirs = {name: {"model": name, "BLEU EN-DE": short(de), "BLEU EN-FR": short(fr), "cost EN-DE": flops(cost_de),
+                     "cost EN-FR": flops(cost_fr)} for name, de, fr, cost_de, cost_fr in paper.TABLE2}  # fmt: skip
     keys = ["model", *(f"BLEU {p}" for p in columns), *(f"cost {p}" for p in columns), OURS]
-    return [{k: line.get(k, "") for k in keys} for line in out], notes
+    return interleaved(theirs, lines_after, keys), notes
+
+
+def interleaved(theirs: dict, ours_after: dict, keys) -> list[dict]:
+    """The paper's lines (`theirs`, by key) each followed by our lines placed after it (`ours_after`,
+    by the same key), then ours placed after no line of the paper's; each line's cells as `keys`."""
+    out = []
+    for key, line in theirs.items():
+        out += [line, *ours_after.pop(key, [])]
+    out += [line for lines in ours_after.values() for line in lines]
+    return [{k: line.get(k, "") for k in keys} for line in out]
 
 
 def paper_t3(exp: dict) -> dict | None:
@@ -401,12 +406,8 @@ def block4(rows: list[dict], exps: list[dict | None]) -> tuple[list[dict], list[
             None,
         )  # fmt: skip
         lines_after.setdefault(after, []).append(line)
-    out = []
-    for i, (name, kind, f1) in enumerate(paper.TABLE4):
-        out.append({"parser": name, "training": kind, "F1": short(f1)})
-        out += lines_after.pop(i, [])
-    out += [line for lines in lines_after.values() for line in lines]
-    return [{k: line.get(k, "") for k in (*COLUMNS[4], OURS)} for line in out], notes
+    theirs = {i: {"parser": name, "training": kind, "F1": short(f1)} for i, (name, kind, f1) in enumerate(paper.TABLE4)}
+    return interleaved(theirs, lines_after, (*COLUMNS[4], OURS)), notes
 
 
 def fill(text: str, lead: str = "") -> str:

@@ -68,9 +68,7 @@ INPUTS_NOTE = (
 SETTING_NOTE = (
     "\nsetting: \"the paper's\" when the run is the paper's setting of its row (model, updates and tokens per "
     "update, decoding, checkpoint averaging, BLEU's tokenization and reference, test set and its size, training data "
-    "size, aiayn.study.paper); "
-    "otherwise "
-    "what differs, and no delta against the paper is printed.\n"
+    "size, aiayn.study.paper); otherwise what differs, and no delta against the paper is printed.\n"
 )
 
 
@@ -86,8 +84,7 @@ def hardware_note(rows: list[dict]) -> str:
     if unknown:
         notes.append(
             f"No peak FLOP/s is known for {', '.join(unknown)} (aiayn.runtime.hardware.PEAKS), so its rows "
-            "have no cost "
-            "and no MFU."
+            "have no cost and no MFU."
         )
     return "".join(f"\n{n}\n" for n in notes)
 

@@ -347,9 +347,7 @@ def load(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
-    data = read_yaml(path)
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of settings at the top level")
+    data = merged([path])
     try:
         return validate(data)
     except ConfigError as exc:
