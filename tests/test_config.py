@@ -113,11 +113,17 @@ def test_load_names_the_file(tmp_path):
 
 def test_the_schema_leaves_the_papers_training_values_to_paper_py():
     """§5.3-5.4's values have one home, aiayn.study.paper: the schema's YAML gives none of them,
-    and the schema as read has paper.py's as their defaults."""
+    and the schema as read has paper.py's as their defaults; its other defaults that are the paper's
+    (the base model, §5.1-5.2's updates, §6.1's decoding) agree with paper.py."""
     raw = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
     train = raw["$defs"]["train"]["properties"]
     assert [key for key in paper.TRAINING if "default" in train[key]] == []
     assert cfg.defaults("train").items() >= paper.TRAINING.items()
+    # the defaults that are the paper's base model and its decoding stay in the schema, checked here
+    model = cfg.defaults("model")
+    assert {k: v for k, v in paper.MODEL["base"].items() if k in model}.items() <= model.items()
+    assert cfg.defaults("train").items() >= paper.TRAIN["base"].items()
+    assert cfg.defaults("decode") == paper.DECODE["translation"]
 
 
 def test_config_yaml_states_the_papers_values_as_paper_py(paper_config):
