@@ -146,7 +146,7 @@ def row(**over) -> dict:
 def test_tables_carry_the_study_line_the_version_and_why_cells_are_blank():
     study = sources_line(["profiles/demo/study.yaml"], replaced=True)
     assert study == "Study: `profiles/demo/study.yaml`, which replaces `config.yaml` in this run."
-    md = notes.markdown_document(2, [row()], study)
+    md = notes.markdown_document(2, [row()], study=study)
     lines = md.splitlines()
     assert lines[2] == study and lines[-1] == f"Written by aiayn {aiayn.described()}."
     assert "CPU runs (hardware CPU) leave cost_flops_paper_formula and mfu blank" in md

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import copy
+import re
+from pathlib import Path
 
 import pytest
+import yaml
+from conftest import ROOT
 
 from aiayn.study import config as cfg
+from aiayn.study import paper
 from aiayn.study.config import ConfigError
 
 
@@ -104,3 +109,69 @@ def test_load_names_the_file(tmp_path):
     typo.write_text("traning: {}\n")
     with pytest.raises(ConfigError, match=r"typo.yaml: .*: unknown key 'traning'"):
         cfg.load(typo)
+
+
+def test_the_schema_leaves_the_papers_training_values_to_paper_py():
+    """§5.3-5.4's values have one home, aiayn.study.paper: the schema's YAML gives none of them,
+    and the schema as read has paper.py's as their defaults; its other defaults that are the paper's
+    (the base model, §5.1-5.2's updates, §6.1's decoding) agree with paper.py."""
+    raw = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
+    train = raw["$defs"]["train"]["properties"]
+    assert [key for key in paper.TRAINING if "default" in train[key]] == []
+    assert cfg.defaults("train").items() >= paper.TRAINING.items()
+    # the defaults that are the paper's base model and its decoding stay in the schema, checked here
+    model = cfg.defaults("model")
+    assert {k: v for k, v in paper.MODEL["base"].items() if k in model}.items() <= model.items()
+    assert cfg.defaults("train").items() >= paper.TRAIN["base"].items()
+    assert cfg.defaults("decode") == paper.DECODE["translation"]
+
+
+def test_config_yaml_states_the_papers_values_as_paper_py(paper_config):
+    """config.yaml cites the paper's values beside each (the design card); they are checked against
+    their one home, aiayn.study.paper."""
+    assert {k: paper_config["training"][k] for k in paper.TRAINING} == paper.TRAINING
+    stated = {name: exp["paper"] for name, exp in paper_config["experiments"].items() if "paper" in exp}
+    assert stated == paper.FIGURES
+    for preset in ("base", "big"):
+        model = paper_config["presets"][preset]["model"]
+        assert {k: v for k, v in paper.MODEL[preset].items() if k in model} == {
+            k: v for k, v in model.items() if k in paper.MODEL[preset]
+        }
+    assert paper_config["decoding"] == paper.DECODE["translation"]
+
+
+# The paper's distinctive numbers, each a pattern that no unrelated constant matches: Adam's beta2 and
+# epsilon, the warmup, and every figure of Tables 2-4 with decimals (read from paper.py itself; not 5.0)
+FIGURE_VALUES = {
+    v
+    for v in [*(f for fs in paper.FIGURES.values() for f in fs.values()), *(c for r in paper.TABLE2 for c in r[1:3])]
+    + [r[2] for r in paper.TABLE4]
+    if isinstance(v, float) and v != int(v)
+}
+PAPER_NUMBERS = re.compile(
+    "|".join(
+        [
+            r"(?<![\d.])0\.98(?![\d])",
+            r"eps\w*['\"]?\s*[=:]\s*1(\.0)?e-0?9\b",
+            r"(?<![\d.])4_?000(?![\d.])",
+            *(rf"(?<![\d.]){re.escape(str(v))}(?![\d])" for v in sorted(FIGURE_VALUES)),
+        ]
+    )
+)
+
+
+def paper_numbers_outside_paper_py(root: Path) -> list[str]:
+    """Each line of the package's code, but study/paper.py, that writes one of the paper's numbers."""
+    found = []
+    for path in sorted((root / "src/aiayn").rglob("*.py")):
+        if path.relative_to(root).as_posix() == "src/aiayn/study/paper.py":
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if PAPER_NUMBERS.search(line):
+                found.append(f"{path.relative_to(root)}:{n}: {line.strip()}")
+    return found
+
+
+def test_the_papers_numbers_live_in_paper_py_only():
+    assert len(FIGURE_VALUES) > 40 and 41.8 in FIGURE_VALUES
+    assert paper_numbers_outside_paper_py(ROOT) == []

@@ -346,7 +346,7 @@ def test_export_and_figures_refuse_another_datasets_vocabulary_as_translate_does
     with pytest.raises(UserError, match="spm-b.model is not the source vocabulary .*model.pt was trained with"):
         export(world / "model.pt", world / "spm-b.model", world / "spm-b.model", tmp_path / "hf", decode={}, card="")
     with pytest.raises(UserError, match="spm-b.model is not the source vocabulary"):
-        write_figures("x", world / "metrics.jsonl", world / "model.pt", world / "spm-b.model", world / "a.txt",
+        write_figures("x", world / "metrics.jsonl", world / "model.pt", world / "spm-b.model", dev_src=world / "a.txt",
                       curves=tmp_path / "c.png", lr_plot=tmp_path / "l.png", attention=tmp_path / "a.png")  # fmt: skip
     assert not list(tmp_path.iterdir())  # no figure of the three was left
 

@@ -328,7 +328,7 @@ def test_a_checkpoint_from_before_init_existed_rebuilds_with_attention_biases():
 
 
 def test_params_of_every_table3_row_match_the_analytic_count(paper_config):
-    from aiayn.report.params import parameter_rows
+    from aiayn.report.plan import parameter_rows
     from aiayn.study import config as cfg
     from aiayn.study.grid import Study
 

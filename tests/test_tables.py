@@ -13,7 +13,6 @@ import sys
 import pytest
 from conftest import ROOT, flat, squeeze
 
-from aiayn.report.compact import PAPER_TABLE2, PAPER_TABLE4
 from aiayn.report.format import to_csv
 from aiayn.report.notes import findings_line, markdown_document
 from aiayn.report.tables import add_directions, build, paper_cost, write_table
@@ -545,7 +544,7 @@ def test_the_paper_studys_tables_read_like_the_papers_within_120_characters(pape
         assert not long, long
     names = [line[0] for line in blocks[2][1:]]
     paper_rows = [n for n in names if not n.startswith("ours")]
-    assert paper_rows == [row[0] for row in PAPER_TABLE2]
+    assert paper_rows == [row[0] for row in paper.TABLE2]
     base, big = names.index("Transformer (base)"), names.index("Transformer (big)")
     assert blocks[2][1 + base] == ["Transformer (base)", "27.3", "38.1", "3.3e18", "3.3e18"]
     assert blocks[2][2 + base] == ["ours: base [1, 2]", "27.90", "pending", "3.9e18", ""]  # EN-DE and EN-FR
@@ -576,7 +575,7 @@ def test_the_paper_studys_tables_read_like_the_papers_within_120_characters(pape
     t4 = [line for line in blocks[4][1:]]
     at = t4.index(["Transformer (4 layers)", "WSJ only, discriminative", "91.3"])
     assert t4[at + 1] == ["ours: parse-wsj [1]", "WSJ only", "pending"]
-    assert [line[0] for line in t4 if not line[0].startswith("ours")] == [row[0] for row in PAPER_TABLE4]
+    assert [line[0] for line in t4 if not line[0].startswith("ours")] == [row[0] for row in paper.TABLE4]
 
 
 def test_every_figure_of_the_old_tables_is_in_the_csv(paper_study):

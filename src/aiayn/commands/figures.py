@@ -35,7 +35,7 @@ def run(args) -> int:
         args.metrics,
         args.model,
         args.spm_src,
-        args.dev_src,
+        dev_src=args.dev_src,
         curves=args.curves,
         lr_plot=args.lr_plot,
         attention=args.attention,

@@ -1,5 +1,5 @@
 """`python -m aiayn params`: counted parameters of every experiment's model beside the paper's
-(`aiayn.report.params`: no training, no data)."""
+(`aiayn.report.plan`: no training, no data)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from aiayn.report.params import print_parameters  # torch: imported when the command runs, not for --help
+    from aiayn.report.plan import print_parameters  # torch: imported when the command runs, not for --help
 
     print_parameters(args.config, args.experiment, log=say)
     return 0

@@ -4,9 +4,8 @@ scores and metrics as pandas data frames, a line per run (the paper's own settin
 paper's; `notes` says in words what they mean and writes a table's Markdown and HTML documents;
 `format` is the cell, Markdown, CSV and footer writing every table shares. `table1` measures
 Table 1 (§4), `figures` draws learning curves, the gradient norm, the learning rate and attention
-maps (self and encoder-decoder, with the distance from the diagonal), `params` counts every
-model's parameters, `plan` the study's GPU hours, disk and memory before launch. Called by the
-rules of report.smk, each named as its module (table1, tables, figures, plan; and
-`python -m aiayn params`); writes results/tables/, results/<experiment>/figures/ and
-results/plan.md.
+maps (self and encoder-decoder, with the distance from the diagonal), `plan` the study's GPU hours,
+disk and memory before launch, and every model's parameters (`python -m aiayn params`). Called by
+the rules of report.smk, each named as its module (table1, tables, figures, plan); writes
+results/tables/, results/<experiment>/figures/ and results/plan.md.
 """

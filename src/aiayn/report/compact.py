@@ -24,34 +24,6 @@ NOT_A_RESULT = "✗"  # after a figure of a model that ignores its input (aiayn.
 IGNORES_INPUT = "ignores its input"  # the status of a scored model whose output does not depend on its source
 PAPER_PAIRS = ("EN-DE", "EN-FR")  # Table 2's columns, in the paper's order
 
-# Table 2 of the paper: the systems it compares (BLEU EN-DE, EN-FR; training cost in FLOPs EN-DE, EN-FR)
-PAPER_TABLE2 = [
-    ("ByteNet", 23.75, None, None, None),
-    ("Deep-Att + PosUnk", None, 39.2, None, 1.0e20),
-    ("GNMT + RL", 24.6, 39.92, 2.3e19, 1.4e20),
-    ("ConvS2S", 25.16, 40.46, 9.6e18, 1.5e20),
-    ("MoE", 26.03, 40.56, 2.0e19, 1.2e20),
-    ("Deep-Att + PosUnk Ensemble", None, 40.4, None, 8.0e20),
-    ("GNMT + RL Ensemble", 26.30, 41.16, 1.8e20, 1.1e21),
-    ("ConvS2S Ensemble", 26.36, 41.29, 7.7e19, 1.2e21),
-    ("Transformer (base)", 27.3, 38.1, 3.3e18, 3.3e18),
-    ("Transformer (big)", 28.4, 41.8, 2.3e19, 2.3e19),
-]
-# Table 4 of the paper: the parsers it compares (WSJ section 23 F1)
-PAPER_TABLE4 = [
-    ("Vinyals & Kaiser et al. (2014)", "WSJ only, discriminative", 88.3),
-    ("Petrov et al. (2006)", "WSJ only, discriminative", 90.4),
-    ("Zhu et al. (2013)", "WSJ only, discriminative", 90.4),
-    ("Dyer et al. (2016)", "WSJ only, discriminative", 91.7),
-    ("Transformer (4 layers)", "WSJ only, discriminative", 91.3),
-    ("Zhu et al. (2013)", "semi-supervised", 91.3),
-    ("Huang & Harper (2009)", "semi-supervised", 91.3),
-    ("McClosky et al. (2006)", "semi-supervised", 92.1),
-    ("Vinyals & Kaiser et al. (2014)", "semi-supervised", 92.1),
-    ("Transformer (4 layers)", "semi-supervised", 92.7),
-    ("Luong et al. (2015)", "multi-task", 93.0),
-    ("Dyer et al. (2016)", "generative", 93.3),
-]
 # Table 3's columns: the model's, then training steps and the three figures (dev set), as the paper's
 T3_MODEL = ("N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls")
 COLUMNS = {
@@ -130,7 +102,7 @@ def steps_text(steps) -> str:
 
 
 def paper_figure(value: float | None, digits: int) -> str:
-    """A figure of the paper's with the digits the paper prints (Table 3: PPL 5.00, BLEU 25.8)."""
+    """A figure of the paper's with the digits the paper prints (Table 3: PPL with two decimals, BLEU with one)."""
     return "" if value is None else f"{value:.{digits}f}"
 
 
@@ -324,15 +296,20 @@ def block2(rows: list[dict], exps: list[dict | None]) -> tuple[list[dict], list[
         line["model"] = ours(line["model"], numbers)
         line[OURS] = True
         lines_after.setdefault(g["after"], []).append(line)
-    out = []
-    for name, *figures in PAPER_TABLE2:
-        de, fr, cost_de, cost_fr = figures
-        out.append({"model": name, "BLEU EN-DE": short(de), "BLEU EN-FR": short(fr),
-                    "cost EN-DE": flops(cost_de), "cost EN-FR": flops(cost_fr)})  # fmt: skip
-        out += lines_after.pop(name, [])
-    out += [line for lines in lines_after.values() for line in lines]
+    theirs = {name: {"model": name, "BLEU EN-DE": short(de), "BLEU EN-FR": short(fr), "cost EN-DE": flops(cost_de),
+                     "cost EN-FR": flops(cost_fr)} for name, de, fr, cost_de, cost_fr in paper.TABLE2}  # fmt: skip
     keys = ["model", *(f"BLEU {p}" for p in columns), *(f"cost {p}" for p in columns), OURS]
-    return [{k: line.get(k, "") for k in keys} for line in out], notes
+    return interleaved(theirs, lines_after, keys), notes
+
+
+def interleaved(theirs: dict, ours_after: dict, keys) -> list[dict]:
+    """The paper's lines (`theirs`, by key) each followed by our lines placed after it (`ours_after`,
+    by the same key), then ours placed after no line of the paper's; each line's cells as `keys`."""
+    out = []
+    for key, line in theirs.items():
+        out += [line, *ours_after.pop(key, [])]
+    out += [line for lines in ours_after.values() for line in lines]
+    return [{k: line.get(k, "") for k in keys} for line in out]
 
 
 def paper_t3(exp: dict) -> dict | None:
@@ -424,17 +401,13 @@ def block4(rows: list[dict], exps: list[dict | None]) -> tuple[list[dict], list[
             OURS: True,
         }
         after = next(
-            (i for i, (name, kind, _) in enumerate(PAPER_TABLE4)
+            (i for i, (name, kind, _) in enumerate(paper.TABLE4)
              if name.startswith("Transformer") and training and kind.lower().startswith(training.lower())),
             None,
         )  # fmt: skip
         lines_after.setdefault(after, []).append(line)
-    out = []
-    for i, (name, kind, f1) in enumerate(PAPER_TABLE4):
-        out.append({"parser": name, "training": kind, "F1": short(f1)})
-        out += lines_after.pop(i, [])
-    out += [line for lines in lines_after.values() for line in lines]
-    return [{k: line.get(k, "") for k in (*COLUMNS[4], OURS)} for line in out], notes
+    theirs = {i: {"parser": name, "training": kind, "F1": short(f1)} for i, (name, kind, f1) in enumerate(paper.TABLE4)}
+    return interleaved(theirs, lines_after, (*COLUMNS[4], OURS)), notes
 
 
 def fill(text: str, lead: str = "") -> str:

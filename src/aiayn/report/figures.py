@@ -127,18 +127,21 @@ def learning_rate(path, out, title: str, settings: dict | None = None) -> None:
     save(fig, out)
 
 
-def attention_maps(weights, src_tokens: list[str], out, title: str, heads: int = 4) -> None:
+def attention_maps(weights, src_tokens: list[str], out, title: str, *, heads: int = 4) -> None:
     """weights: (h, S, S) self-attention of one encoder layer for one sentence; a row is a query
     (the position attending), a column the position it attends to, the colour its weight."""
     n = min(heads, weights.shape[0])
     panels = [(weights[i], f"head {i + 1}") for i in range(n)]
     axes = ("attended to (key)", "attending (query)")
-    _heatmaps(panels, src_tokens, src_tokens, axes, (3.2, 3.9), title, "attention weight", out)
+    _heatmaps(
+        panels, out, title, tokens=(src_tokens, src_tokens), labels=axes, size=(3.2, 3.9), scale="attention weight"
+    )
 
 
-def _heatmaps(panels, columns, rows, labels, size, title: str, scale: str, out) -> None:
-    """One heatmap per (matrix, its title) side by side, columns and rows named by tokens, on one
-    colour scale from 0 to 1; labels: the x axis's and the first panel's y axis's."""
+def _heatmaps(panels, out, title: str, *, tokens, labels, size, scale: str) -> None:
+    """One heatmap per (matrix, its title) side by side, columns and rows named by `tokens` (theirs,
+    the rows'), on one colour scale from 0 to 1; labels: the x axis's and the first panel's y axis's."""
+    columns, rows = tokens
     n = len(panels)
     fig, axes = pyplot().subplots(1, n, figsize=(size[0] * n + 1.6, size[1]))
     axes = [axes] if n == 1 else list(axes)
@@ -192,29 +195,28 @@ def monotone_weights(T: int, S: int):
     return weights
 
 
-def cross_attention_maps(layers, src_pieces, tgt_pieces, record: dict, out, title: str) -> None:
+def cross_attention_maps(layers, pieces, record: dict, out, *, title: str) -> None:
     """One panel per decoder layer: its encoder-decoder attention (mean over heads) for one dev pair,
-    a row per target token predicted, a column per source token; each panel's title its layer's
-    distance from the diagonal over the dev pairs measured and where it stands between uniform
-    attention (0) and a monotone alignment (1), from `record` (`diagonal_record`)."""
+    a row per target token predicted, a column per source token (`pieces`: the source's, the target's);
+    each panel's title its layer's distance from the diagonal over the dev pairs measured and where it
+    stands between uniform attention (0) and a monotone alignment (1), from `record` (`diagonal_record`)."""
     panels = [
         (w.mean(0), f"layer {k + 1}: distance {entry['distance']:.3f}, position {entry['position']:.2f}")
         for k, (w, entry) in enumerate(zip(layers, record["layers"]))
     ]
     _heatmaps(
         panels,
-        src_pieces,
-        tgt_pieces,
-        ("source (key)", "target predicted (query)"),
-        (3.4, 4.2),
+        out,
         f"{title} (distance from the diagonal at these lengths: uniform {record['uniform']:.3f}, "
         f"monotone {record['monotone']:.3f})",
-        "attention weight (mean over heads)",
-        out,
+        tokens=pieces,
+        labels=("source (key)", "target predicted (query)"),
+        size=(3.4, 4.2),
+        scale="attention weight (mean over heads)",
     )
 
 
-def dev_pairs(sp_src, sp_tgt, dev_src, dev_tgt, longest: int = 100) -> list[tuple[list[int], list[int], int]]:
+def dev_pairs(sp_src, sp_tgt, dev_src, dev_tgt, *, longest: int = 100) -> list[tuple[list[int], list[int], int]]:
     """(source ids, target ids, line) of the dev pairs of 1 to `longest` pieces a side, in file order."""
     sources, targets = list(read_lines(dev_src)), list(read_lines(dev_tgt))
     if len(sources) != len(targets):
@@ -249,8 +251,8 @@ def write_figures(
     metrics_path,
     model_path,
     spm_src,
-    dev_src,
     *,
+    dev_src,
     curves,
     lr_plot,
     attention,
@@ -297,5 +299,5 @@ def write_figures(
             src_pieces = [sp.IdToPiece(i) for i in s] + ["</s>"]
             tgt_pieces = [sp_tgt.IdToPiece(i) for i in t] + ["</s>"]
             title = f"{name}: encoder-decoder attention, dev line {line}"
-            cross_attention_maps(layers, src_pieces, tgt_pieces, record, tmp[3], title)
+            cross_attention_maps(layers, (src_pieces, tgt_pieces), record, tmp[3], title=title)
             records.write(tmp[4], "diagonal", {**record, "drawn_line": line})

@@ -14,6 +14,7 @@ from aiayn.report.compact import IGNORES_INPUT, NOT_A_RESULT, block, columns, no
 from aiayn.report.format import footer, markdown_of, paragraphs
 from aiayn.runtime import records
 from aiayn.runtime.hardware import PEAKS, gpu_model
+from aiayn.study import paper
 from aiayn.study.layout import Layout
 
 
@@ -28,12 +29,8 @@ def findings_line(rows: list[dict]) -> str:
     significant = sum(r.get("significant") == "yes" for r in yes)
     tested = any(r.get("significant") for r in judged)
     line = (
-        f"\nDoes this study reproduce the paper's findings? {len(yes)} of {len(judged)} variations move as in the paper"
-    )
-    line += (
-        f" (dev perplexity and dev BLEU against base; {partly} partly)"
-        if partly
-        else " (dev perplexity and dev BLEU against base)"
+        f"\nDoes this study reproduce the paper's findings? {len(yes)} of {len(judged)} variations move as in the "
+        f"paper (dev perplexity and dev BLEU against base{f'; {partly} partly' if partly else ''})"
     )
     line += (
         f", {significant} of them significantly (BLEU, p < {SIGNIFICANCE:g})"
@@ -71,9 +68,7 @@ INPUTS_NOTE = (
 SETTING_NOTE = (
     "\nsetting: \"the paper's\" when the run is the paper's setting of its row (model, updates and tokens per "
     "update, decoding, checkpoint averaging, BLEU's tokenization and reference, test set and its size, training data "
-    "size, aiayn.study.paper); "
-    "otherwise "
-    "what differs, and no delta against the paper is printed.\n"
+    "size, aiayn.study.paper); otherwise what differs, and no delta against the paper is printed.\n"
 )
 
 
@@ -89,8 +84,7 @@ def hardware_note(rows: list[dict]) -> str:
     if unknown:
         notes.append(
             f"No peak FLOP/s is known for {', '.join(unknown)} (aiayn.runtime.hardware.PEAKS), so its rows "
-            "have no cost "
-            "and no MFU."
+            "have no cost and no MFU."
         )
     return "".join(f"\n{n}\n" for n in notes)
 
@@ -133,7 +127,8 @@ def column_note(number: int) -> str:
             "x the devices training (GPUs, or CPU processes), those of the hardware column; model_flops: the "
             "training FLOPs counted from every update's batches (encoder on source, decoder on target tokens, "
             "attention products at the real lengths, output projection; aiayn.runtime.hardware.training_flops). "
-            "The paper's Table 2 gives 41.8 for big EN-FR; its §6.1 text and abstract say 41.0.\n"
+            f"The paper's Table 2 gives {paper.FIGURES['big-en-fr']['bleu']} for big EN-FR; its §6.1 text and "
+            "abstract say 41.0.\n"
         )
     if number == 3:
         return (
@@ -174,7 +169,7 @@ def legend(number: int) -> str:
 
 
 def document(
-    number: int, rows: list[dict], study: str | None = None, notes: str = "", experiments: list[dict] | None = None
+    number: int, rows: list[dict], *, study: str | None = None, notes: str = "", experiments: list[dict] | None = None
 ) -> list[tuple[str, object]]:
     """Table `number` as parts, (kind, content), in the order they are read: the title, `study`
     (which config files made it), the paper's table with our rows in it (aiayn.report.compact:
@@ -203,7 +198,7 @@ def document(
 
 
 def markdown_document(
-    number: int, rows: list[dict], study: str | None = None, notes: str = "", experiments: list[dict] | None = None
+    number: int, rows: list[dict], *, study: str | None = None, notes: str = "", experiments: list[dict] | None = None
 ) -> str:
     """Table `number` as Markdown (`document`, `markdown_of`)."""
-    return markdown_of(document(number, rows, study, notes, experiments))
+    return markdown_of(document(number, rows, study=study, notes=notes, experiments=experiments))

@@ -1,6 +1,7 @@
 """The plan a user reads before launching the study: per training and in total, the model FLOPs of
 its planned updates, the GPU hours and wall time they take at an MFU, the disk its checkpoints take
-at their peak, the host memory it was measured to need, and the Slurm resources its jobs request.
+at their peak, the host memory it was measured to need, and the Slurm resources its jobs request;
+and every experiment's parameter count beside the paper's (`print_parameters`: Table 3's "params").
 
 - FLOPs: the project's own count of an update (`aiayn.runtime.hardware.training_flops`) over
   `tokens_per_update` source and as many target tokens in sentences of the dataset's mean length
@@ -37,20 +38,18 @@ from aiayn.model.hparams import ModelConfig
 from aiayn.report.format import to_markdown
 from aiayn.runtime.checkpoint import RESUMABLE
 from aiayn.runtime.hardware import PEAKS, gpu_model, training_flops
+from aiayn.study import paper
 
 MEAN_LENGTH = 30  # pieces per sentence and side where no encoded data says: the WMT news slice's, ~1.3 per word
-# the paper's own training runs (§5.2): updates, hours, GPUs, the GPU (footnote 5: its FP32 peak)
-PAPER_RUNS = {"base": (100_000, 12.0, 8, "P100"), "big": (300_000, 3.5 * 24, 8, "P100")}
-PAPER_MODELS = {  # Table 3's base and big, on EN-DE's 37,000 shared pieces (§5.1)
-    "base": {"N": 6, "d_model": 512, "d_ff": 2048, "h": 8, "d_k": 64, "d_v": 64},
-    "big": {"N": 6, "d_model": 1024, "d_ff": 4096, "h": 16, "d_k": 64, "d_v": 64},
-}
+# the paper's own training runs (§5.2): hours, GPUs, the GPU (footnote 5: its FP32 peak); updates: paper.TRAIN
+PAPER_RUNS = {"base": (12.0, 8, "P100"), "big": (3.5 * 24, 8, "P100")}
 WEIGHT_BYTES = 4  # fp32
 RESUME_BYTES = 12  # fp32 weights and Adam's exp_avg and exp_avg_sq
 
 
 def parameters(model: dict, vocab: int, shared: bool) -> int:
-    """The parameter count of a model of these settings (built on torch's meta device: shapes only)."""
+    """The parameter count of a model of these settings (built on torch's meta device: shapes only, no
+    training and no data; the vocabulary sizes of its dataset as configured, §5.1: 37k shared EN-DE)."""
     from aiayn.model.transformer import build, count_parameters
 
     cfg = ModelConfig.from_settings(model, src_vocab=vocab, tgt_vocab=vocab, shared_vocab=shared)
@@ -78,8 +77,9 @@ class Measured:
 def paper_mfu() -> dict[str, float]:
     """The paper's MFU of base and big: our FLOPs count of its updates over its GPU time at FP32 peak."""
     out = {}
-    for name, (updates, hours, gpus, gpu) in PAPER_RUNS.items():
-        flops = updates * update_flops(PAPER_MODELS[name], 37000, 25000, MEAN_LENGTH)
+    for name, (hours, gpus, gpu) in PAPER_RUNS.items():  # Table 3's base and big, on EN-DE's 37,000 pieces (§5.1)
+        train = paper.TRAIN[name]
+        flops = train["steps"] * update_flops(paper.MODEL[name], 37000, train["tokens_per_update"], MEAN_LENGTH)
         out[name] = flops / (hours * 3600 * gpus * PEAKS[gpu]["fp32"])
     return out
 
@@ -221,51 +221,46 @@ def plan(
     per_node = math.ceil(gpus / nodes)  # trainer processes on a node, each its own peak RSS
     rows, sources = [], {}
     for exp in experiments:
-        vocab, shared = exp["vocab"]["size"], exp["vocab"]["shared"]
-        params = parameters(exp["model"], vocab, shared)
-        tr = exp["train"]
-        precision = tr["precision"] if tr["precision"] != "auto" else "bf16" if "bf16" in PEAKS[model_name] else "fp16"
-        flops = tr["steps"] * update_flops(exp["model"], vocab, tr["tokens_per_update"], MEAN_LENGTH)
-        fig, of_peak, source, said = throughput(figures, model_name, precision)
-        flop_s = fig.mfu["big" if exp["model"]["d_model"] >= 1024 else "base"] * of_peak  # a GPU's, sustained
-        sources[source] = said
         need = rss.get(("train", exp["name"]))
         need = need * per_node if need is not None else None  # a node's: each process's, times the processes
-        gpu_hours = flops / (flop_s * 3600)
-        rows.append(
-            {
-                "experiment": exp["name"],
-                "params_M": params / 1e6,
-                "updates": tr["steps"],
-                "precision": precision,
-                "model_flops": flops,
-                "mfu": flop_s / (PEAKS[model_name].get(precision) or PEAKS[model_name]["fp32"]),
-                "mfu_from": source,
-                "gpu_hours": gpu_hours,
-                "wall_hours": gpu_hours / gpus,
-                "checkpoints_GB": checkpoint_bytes(params, tr["keep_checkpoints"] or 0) / 1e9,
-                "host_memory_GiB": need / 1024 if need else None,  # both in MiB, as Slurm's --mem counts
-                "requested_GiB": train_request.get("mem_mb", 0) / 1024 or None,
-                "short": None
-                if need is None or "mem_mb" not in train_request
-                else "yes"
-                if need > train_request["mem_mb"]
-                else "no",
-            }
-        )
-    totals = {
-        "gpu": model_name,
-        "gpus": gpus,
-        "nodes": nodes,
-        "mfu_sources": sources,
-        "costs": costs,
-        "model_flops": sum(r["model_flops"] for r in rows),
-        "gpu_hours": sum(r["gpu_hours"] for r in rows),
-        "wall_hours": sum(r["wall_hours"] for r in rows),
-        "checkpoints_GB": sum(r["checkpoints_GB"] for r in rows),
-        "short": [r["experiment"] for r in rows if r["short"] == "yes"],
-    }
+        row, source, said = _row(exp, figures, model_name, gpus)
+        sources[source] = said
+        asked = train_request.get("mem_mb")
+        row["host_memory_GiB"] = need / 1024 if need else None  # both in MiB, as Slurm's --mem counts
+        row["requested_GiB"] = (asked or 0) / 1024 or None
+        row["short"] = None if need is None or asked is None else "yes" if need > asked else "no"
+        rows.append(row)
+    totals = {"gpu": model_name, "gpus": gpus, "nodes": nodes, "mfu_sources": sources, "costs": costs}
+    for key in ("model_flops", "gpu_hours", "wall_hours", "checkpoints_GB"):
+        totals[key] = sum(r[key] for r in rows)
+    totals["short"] = [r["experiment"] for r in rows if r["short"] == "yes"]
     return rows, totals
+
+
+def _row(exp: dict, figures: list[Measured], gpu: str, gpus: int) -> tuple[dict, str, str]:
+    """(the plan's row of one training but its memory columns, the name of its MFU's source, what
+    the header says of that source)."""
+    vocab, shared = exp["vocab"]["size"], exp["vocab"]["shared"]
+    params = parameters(exp["model"], vocab, shared)
+    tr = exp["train"]
+    precision = tr["precision"] if tr["precision"] != "auto" else "bf16" if "bf16" in PEAKS[gpu] else "fp16"
+    flops = tr["steps"] * update_flops(exp["model"], vocab, tr["tokens_per_update"], MEAN_LENGTH)
+    fig, of_peak, source, said = throughput(figures, gpu, precision)
+    flop_s = fig.mfu["big" if exp["model"]["d_model"] >= 1024 else "base"] * of_peak  # a GPU's, sustained
+    gpu_hours = flops / (flop_s * 3600)
+    row = {
+        "experiment": exp["name"],
+        "params_M": params / 1e6,
+        "updates": tr["steps"],
+        "precision": precision,
+        "model_flops": flops,
+        "mfu": flop_s / (PEAKS[gpu].get(precision) or PEAKS[gpu]["fp32"]),
+        "mfu_from": source,
+        "gpu_hours": gpu_hours,
+        "wall_hours": gpu_hours / gpus,
+        "checkpoints_GB": checkpoint_bytes(params, tr["keep_checkpoints"] or 0) / 1e9,
+    }
+    return row, source, said
 
 
 # the columns a plan may leave blank: why, and what fills them (`blanks`)
@@ -379,3 +374,51 @@ def write_plan(
     atomic_write_text(out, text)
     log(text)
     return rows, totals
+
+
+SHAPE = ("N", "d_model", "d_ff", "h", "d_k", "d_v")
+PARAM_COLUMNS = ("experiment", "tables", "row", *SHAPE, "vocab", "params_M", "paper_M")
+
+
+def parameter_rows(study, names: list[str] | None = None) -> list[dict]:
+    """A row per experiment of `study` (or of `names`), as configured: left-out ones too, no candidates."""
+    rows = []
+    for name in names or list(study.config["experiments"]):
+        exp = study.configured(name)
+        counted = parameters(exp["model"], exp["vocab"]["size"], exp["vocab"]["shared"])
+        row = {"experiment": name, "tables": ",".join(map(str, exp["tables"])), "row": exp["row"] or ""}
+        row.update({k: exp["model"][k] for k in SHAPE})
+        row.update(vocab=exp["vocab"]["size"], params_M=counted / 1e6, paper_M=exp["paper"].get("params_m"))
+        rows.append({**row, "params": counted})
+    return rows
+
+
+def parameter_table(rows: list[dict]) -> str:
+    """The rows as aligned text columns, the figures aligned right."""
+    cells = [list(PARAM_COLUMNS)]
+    for r in rows:
+        cells.append([f"{r[c]:.1f}" if c == "params_M" else "" if r[c] is None else str(r[c]) for c in PARAM_COLUMNS])
+    widths = [max(len(r[i]) for r in cells) for i in range(len(PARAM_COLUMNS))]
+    lines = ["  ".join(c.rjust(w) if i > 2 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in cells]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines)
+
+
+def print_parameters(config_path, names: list[str] | None = None, log=print) -> list[dict]:
+    """The parameter table of the study `config_path` (or of its experiments `names`), logged."""
+    from aiayn.study import config as cfg
+    from aiayn.study.grid import Study
+
+    study = Study(cfg.load(config_path))
+    unknown = [n for n in names or [] if n not in study.config["experiments"]]
+    if unknown:
+        raise UserError(
+            f"--experiment {unknown[0]!r} is not in {config_path}; known: {', '.join(study.config['experiments'])}"
+        )
+    rows = parameter_rows(study, names)
+    log(parameter_table(rows))
+    log(
+        "\nparams_M: parameters of the model as built (tied matrices counted once); "
+        "paper_M: Table 3 of the paper, where it gives one."
+    )
+    return rows

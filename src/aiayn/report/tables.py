@@ -82,7 +82,7 @@ def train_pairs(layout: Layout, exp: dict) -> int | None:
     return None
 
 
-def what_was_run(table: int, exp: dict, m: dict, score: dict | None, layout: Layout, figure: str) -> dict:
+def what_was_run(table: int, exp: dict, m: dict, score: dict | None, *, layout: Layout, figure: str) -> dict:
     """The cells that say what a row's run was, and whether it is the paper's setting (`comparable`)."""
     lines = score.get("lines", score.get("all", {}).get("sentences")) if score else None
     comparable, text = paper.setting(
@@ -112,18 +112,17 @@ def read_score(layout: Layout, experiment: str, testset: str, task: str = "trans
     return record
 
 
-def read_metrics(layout: Layout, experiment: str) -> dict:
-    return metrics.summary(layout.metrics(experiment))
-
-
-def _status(exp: dict, metrics: dict, scored: bool, inputs: dict | None = None) -> str:
-    if scored and inputs and inputs.get("ignores_input"):
-        return IGNORES_INPUT  # not a result: never "done", no delta (aiayn.evaluation.dependence)
-    if scored:
-        return "done"
-    if metrics["step"]:
-        return f"pending (step {metrics['step']}/{exp['steps']})"
-    return "pending"
+def read_run(layout: Layout, exp: dict, task: str = "translation") -> tuple[dict, dict | None, dict | None, str]:
+    """(metrics summary, score or None, what the score says of the output's dependence on the input,
+    status) of one run of a row."""
+    m = metrics.summary(layout.metrics(exp["name"]))
+    s = read_score(layout, exp["name"], exp["testset"], task)
+    inputs = dependence.of_score(s, task)
+    if s and inputs and inputs.get("ignores_input"):
+        status = IGNORES_INPUT  # not a result: never "done", no delta (aiayn.evaluation.dependence)
+    else:
+        status = "done" if s else f"pending (step {m['step']}/{exp['steps']})" if m["step"] else "pending"
+    return m, s, inputs, status
 
 
 # the figures of a row that are averaged over its seeds (each with its spread, `<key>_s_sel`)
@@ -220,8 +219,7 @@ def records_of(table: pd.DataFrame) -> list[dict]:
 
 
 def row2(layout: Layout, exp: dict) -> dict:
-    m = read_metrics(layout, exp["name"])
-    s = read_score(layout, exp["name"], exp["testset"])
+    m, s, inputs, status = read_run(layout, exp)
     ours = s["tokenized_bleu"]["score"] if s else None
     theirs = exp["paper"].get("bleu")
     flops = m["flops"]
@@ -229,9 +227,7 @@ def row2(layout: Layout, exp: dict) -> dict:
     cells = reference_cells(s)
     if s:  # the reference the score was scored against, whatever the config says now
         exp = {**exp, "scoring": {**exp["scoring"], "reference": cells["bleu_reference"]}}
-    run = what_was_run(2, exp, m, s, layout, "bleu")
-    inputs = dependence.of_score(s, "translation")
-    status = _status(exp, m, bool(s), inputs)
+    run = what_was_run(2, exp, m, s, layout=layout, figure="bleu")
     return {
         "experiment": exp["name"],
         "dataset": exp["dataset"],
@@ -258,22 +254,20 @@ def row2(layout: Layout, exp: dict) -> dict:
 
 
 def row3(layout: Layout, exp: dict, base: dict | None) -> dict:
-    m = read_metrics(layout, exp["name"])
-    s = read_score(layout, exp["name"], exp["testset"])
+    m, s, inputs, status = read_run(layout, exp)
     model = exp["model"]
     changed = {
         k: v for k, v in model.items() if k in BASE_MODEL and v != (base or {"model": BASE_MODEL})["model"].get(k)
     }
-    if exp["eps_ls"] != (base or {}).get("eps_ls", 0.1):
+    if exp["eps_ls"] != (base or {}).get("eps_ls", paper.TRAINING["eps_ls"]):
         changed["eps_ls"] = exp["eps_ls"]
     if model.get("positional") == "learned":
         changed["positional"] = "learned"
-    inputs = dependence.of_score(s, "translation")
     return {
         "row": exp.get("row"),
         "experiment": exp["name"],
-        "status": _status(exp, m, bool(s), inputs),
-        **what_was_run(3, exp, m, s, layout, "dev_bleu"),
+        "status": status,
+        **what_was_run(3, exp, m, s, layout=layout, figure="dev_bleu"),
         "changes": ", ".join(f"{k}={v}" for k, v in changed.items()) if exp.get("row") != "base" else "(base)",
         **{k: model[k] for k in ("N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop")},
         "eps_ls": exp["eps_ls"],
@@ -347,12 +341,9 @@ def add_directions(rows: list[dict], experiments: list[dict]) -> None:
 
 
 def row4(layout: Layout, exp: dict) -> dict:
-    m = read_metrics(layout, exp["name"])
-    s = read_score(layout, exp["name"], exp["testset"], "parsing")
-    run = what_was_run(4, exp, m, s, layout, "f1")
+    m, s, inputs, status = read_run(layout, exp, "parsing")
+    run = what_was_run(4, exp, m, s, layout=layout, figure="f1")
     f1 = s["all"]["f1"] if s else None
-    inputs = dependence.of_score(s, "parsing")
-    status = _status(exp, m, bool(s), inputs)
     return {
         "row": exp.get("row"),
         "experiment": exp["name"],
@@ -417,7 +408,9 @@ def counted_runs(frame: pd.DataFrame, row: int) -> list[str]:
     return list(done["experiment"])
 
 
-def add_p_values(rows: list[dict], layout: Layout, experiments: list[dict], frame: pd.DataFrame, samples: int) -> None:
+def add_p_values(
+    rows: list[dict], layout: Layout, experiments: list[dict], frame: pd.DataFrame, *, samples: int
+) -> None:
     """Table 3's p_value_vs_base, `test` and `significant`: each row against the base row over the
     runs the two rows' figures (and so their directions, `add_directions`) are the means of
     (`counted_runs`): one run each, sacreBLEU's paired bootstrap; else the stratified test
@@ -458,7 +451,7 @@ def check_spec(experiments: list) -> None:
             )
 
 
-def table_files(number: int, results, config, out_md=None, out_csv=None, out_html=None) -> tuple[Path, Path, Path]:
+def table_files(number: int, results, config, *, out_md=None, out_csv=None, out_html=None) -> tuple[Path, Path, Path]:
     """Where table `number` is written: `out_md` or the results' tables folder (`results`, else the
     study `config`'s), the CSV and the HTML beside the Markdown where not given. Derived from a device
     (/dev/stdout), they would be files beside it: refused, naming the option to give."""
@@ -471,11 +464,11 @@ def table_files(number: int, results, config, out_md=None, out_csv=None, out_htm
     return md, Path(out_csv or md.with_suffix(".csv")), Path(out_html or md.with_suffix(".html"))
 
 
-def derived_files(table: int, results, config, out_md, out_csv, out_html) -> tuple[list, list]:
+def derived_files(table: int, *, results, config, out_md, out_csv, out_html) -> tuple[list, list]:
     """The files `tables` writes where no option names them (aiayn.cli.paths): `table_files`' defaults.
     A config it cannot read, or a device to derive from, is said by write_table itself, in its log."""
     try:
-        files = table_files(table, results, config, out_md, out_csv, out_html)
+        files = table_files(table, results, config, out_md=out_md, out_csv=out_csv, out_html=out_html)
     except UserError:
         return [], []
     given = {"--out-md": out_md, "--out-csv": out_csv, "--out-html": out_html}
@@ -514,15 +507,17 @@ def write_table(
     experiments, rows, frame = shown(number, layout, experiments)
     rows = records_of(rows)
     if number == 3 and bootstrap:
-        add_p_values(rows, layout, experiments, frame, bootstrap)
+        add_p_values(rows, layout, experiments, frame, samples=bootstrap)
     if number == 3:
         add_directions(rows, experiments)
     if with_baselines and number in (2, 4):
         rows = with_extra_rows(rows, baselines.table_rows(number, layout, experiments))
-    md, csv_path, html_path = table_files(number, layout.results, None, out_md, out_csv, out_html)
+    md, csv_path, html_path = table_files(
+        number, layout.results, None, out_md=out_md, out_csv=out_csv, out_html=out_html
+    )
     with atomic_paths(md, csv_path, html_path) as (tmp_md, tmp_csv, tmp_html):
         notes = cleaning_note(layout, experiments) if number == 2 else ""
-        parts = document(number, rows, study, notes, experiments)  # one document, written twice
+        parts = document(number, rows, study=study, notes=notes, experiments=experiments)  # one document, written twice
         tmp_md.write_text(markdown_of(parts), encoding="utf-8")
         tmp_csv.write_text(to_csv(csv_lines(rows, frame, experiments)), encoding="utf-8")
         tmp_html.write_text(html_of(parts), encoding="utf-8")

@@ -1,12 +1,13 @@
 """config.yaml and every other set of settings, checked against one schema and completed from its defaults.
 
 The schema (workflow/schemas/config.schema.yaml) catches unknown keys and wrong types and holds
-every default; `check()` catches what a schema cannot: references between sections (an
-experiment naming a preset or dataset that does not exist, a dataset naming an unknown archive
-or eval set). The `*_diff` definitions (an experiment's or preset's changes to a model, training
-or decoding) are derived from their base definitions when the schema is read, so a setting is
-written once. `complete()` checks a command's JSON settings (`--decode`, `--vocab`, `--cleaning`,
-`--settings` of table1) against the same definitions and fills in the same defaults.
+every default but the paper's §5.3-5.4 values (aiayn.study.paper.TRAINING, filled in when it is
+read); `check()` catches what a schema cannot: references between sections (an experiment naming a
+preset or dataset that does not exist, a dataset naming an unknown archive or eval set). The `*_diff`
+definitions (an experiment's or preset's changes to a model, training or decoding) are derived from
+their base definitions when the schema is read, so a setting is written once. `complete()` checks a
+command's JSON settings (`--decode`, `--vocab`, `--cleaning`, `--settings` of table1) against the
+same definitions and fills in the same defaults.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import yaml
 
 from aiayn.errors import UserError
 from aiayn.io import readable
+from aiayn.study import paper
 from aiayn.study.layout import RESERVED_NAMES
 
 SCHEMA_FILE = "workflow/schemas/config.schema.yaml"
@@ -37,6 +39,8 @@ class ConfigError(UserError, ValueError):
 def _schema() -> dict:
     text = resources.files("aiayn").joinpath("config.schema.yaml").read_text(encoding="utf-8")
     schema_ = yaml.safe_load(text)
+    for key, value in paper.TRAINING.items():  # the paper's §5.3-5.4 values: paper.py's, not the YAML's
+        schema_["$defs"]["train"]["properties"][key]["default"] = value
     for name in DIFFED:
         schema_["$defs"][f"{name}_diff"] = _nullable(schema_["$defs"][name])
     return schema_
@@ -343,9 +347,7 @@ def load(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
-    data = read_yaml(path)
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of settings at the top level")
+    data = merged([path])
     try:
         return validate(data)
     except ConfigError as exc:

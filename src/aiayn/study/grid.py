@@ -45,6 +45,12 @@ def _merge(base: dict, diff: dict | None) -> dict:
     return out
 
 
+def _run_of(exp: dict, name: str, **changed) -> dict:
+    """A run derived from experiment `exp` (an extra seed, a tuning candidate), named `name`, reported
+    in no table of its own (no row, no paper figures), with the `changed` settings."""
+    return {**copy.deepcopy(exp), "name": name, "tables": [], "row": None, "paper": {}, **changed}
+
+
 class Study:
     """The experiments of a validated config and what each of them needs."""
 
@@ -92,17 +98,8 @@ class Study:
                     f"{where}: seed {seed}'s run would be named {exp['name']}.seed-{seed}, an experiment of "
                     "its own in this config; rename that experiment"
                 )
-            out.append(
-                {
-                    **copy.deepcopy(exp),
-                    "name": f"{exp['name']}.seed-{seed}",
-                    "train": {**exp["train"], "seed": seed},
-                    "tables": [],
-                    "row": None,
-                    "paper": {},
-                    "replicate_of": exp["name"],
-                }
-            )
+            out.append(_run_of(exp, f"{exp['name']}.seed-{seed}", train={**exp["train"], "seed": seed},
+                               replicate_of=exp["name"]))  # fmt: skip
         exp["replicates"] = [exp["name"] if s == exp["train"]["seed"] else f"{exp['name']}.seed-{s}" for s in seeds]
         return out
 
@@ -130,19 +127,7 @@ class Study:
             names[name] = setting
             model = {**exp["model"], **{k: v for k, v in setting.items() if k in exp["model"]}}
             train = {**exp["train"], **{k: v for k, v in setting.items() if k in exp["train"]}}
-            out.append(
-                {
-                    **copy.deepcopy(exp),
-                    "name": name,
-                    "model": model,
-                    "train": train,
-                    "tables": [],
-                    "row": None,
-                    "paper": {},
-                    "tuned": setting,
-                    "selects_for": exp["name"],
-                }
-            )
+            out.append(_run_of(exp, name, model=model, train=train, tuned=setting, selects_for=exp["name"]))
         exp["candidates"] = [c["name"] for c in out]
         exp["tune"] = dict(tune)
         return out
