@@ -90,6 +90,10 @@ def test_a_measured_mfu_is_taken_only_on_its_gpu_at_its_precision(paper, tmp_pat
     assert (
         "assumed the paper's fp32 MFU of the A100's bf16 peak (312 TFLOP/s)"
         in other["mfu_sources"][rows[0]["mfu_from"]]
+    )  # and the H100's measurement named as not used, not dropped in silence
+    assert (
+        f"not used: the MFU measured by benchmarks/gpu.py on NVIDIA H100 80GB HBM3 (2026-12-06, {bench}), not on A100"
+        in (other["mfu_sources"][rows[0]["mfu_from"]])
     )
     bench.write_text("{not json")
     with pytest.raises(UserError, match="gpu.json: not a result of benchmarks/gpu.py"):

@@ -100,7 +100,7 @@ def papers() -> Measured:
 
 def measured_mfu(benchmark: Path | None, gpu: str) -> list[Measured]:
     """What benchmarks/gpu.py measured on `gpu`, one `Measured` per precision with both base and big
-    (its uncompiled trainer's updates; none where there is no such file or it measured another GPU);
+    (its uncompiled trainer's updates; none where there is no such file; another GPU's, not used for `gpu`);
     a file that is not such a result is refused naming it."""
     if benchmark is None or not benchmark.is_file():
         return []
@@ -113,14 +113,12 @@ def measured_mfu(benchmark: Path | None, gpu: str) -> list[Measured]:
                 runs.setdefault(str(run["precision"]), {})[str(run["preset"])] = float(run["mfu"])
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise UserError(f"{benchmark}: not a result of benchmarks/gpu.py ({type(exc).__name__}: {exc})") from None
-    if gpu_model(device) != gpu_model(gpu):
-        return []
     if not all(0 < v <= 1 for mfu in runs.values() for v in mfu.values()):
         raise UserError(f"{benchmark}: an MFU outside (0, 1]; run benchmarks/gpu.py again")
-    return [
+    return [  # another GPU's too: the plan names it as not used (`throughput`)
         Measured(
             "measured",
-            gpu_model(gpu),
+            gpu_model(device) or device,
             precision,
             mfu,
             f"measured by benchmarks/gpu.py on {device} ({date}, {benchmark})",
@@ -151,7 +149,9 @@ def throughput(figures: list[Measured], gpu: str, precision: str) -> tuple[Measu
                 f"taken of the lower of the two peaks ({lower / 1e12:g} TFLOP/s); the {fig.precision} figure, "
                 f"{fig.where}; {measure}",
             )
-    fig = figures[-1]  # the paper's: any other was measured on this GPU
+    fig = figures[-1]  # the paper's: any other was measured on another GPU, which the sentence names
+    for other in {f.where: f for f in figures[:-1]}.values():
+        measure += f"; not used: the MFU {other.where}, not on {gpu}"
     return (
         fig,
         peak,
