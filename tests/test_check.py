@@ -86,6 +86,12 @@ def test_every_check_passes_on_the_code_as_it_is(experiment, changes):
     assert [c["name"] for c in record["checks"]] == NAMES and all(c["passed"] for c in record["checks"])
 
 
+@pytest.mark.filterwarnings("error")
+def test_a_weight_of_one_element_is_no_spread_to_measure(experiment):
+    """d_ff 1 (the schema's minimum): a bias of one element, whose spread is not measured (no warning)."""
+    assert check(experiment, model={"d_ff": 1}) == "passed"
+
+
 def test_unshared_vocabularies_pass(tmp_path):
     settings = toy.settings()
     settings["model"]["N"], settings["vocab"]["shared"] = 2, False
