@@ -189,6 +189,12 @@ def stop_requested(stop, env: Env, step: int) -> bool:
     return bool(flag.item())
 
 
+def barrier(env: Env) -> None:
+    """Wait for every rank (under several processes)."""
+    if env.world_size > 1:
+        dist.barrier()
+
+
 def all_ranks_min(value: torch.Tensor, env: Env, none: int = 0) -> torch.Tensor:
     """The smallest of every rank's `value` (an integer tensor on this rank's device), `none`
     meaning "nothing": e.g. the first update whose loss was not finite on any rank. A collective
