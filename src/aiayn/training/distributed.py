@@ -32,9 +32,8 @@ class Env:
     device: torch.device = torch.device("cpu")
     agents: int = 1
 
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
+    def __post_init__(self) -> None:
+        self.main = self.rank == 0  # the process that writes: checkpoints, records, the log
 
 
 def environment(name: str, default: int, environ=os.environ) -> int:

@@ -124,8 +124,7 @@ class Trainer:
         said, where a loss was not finite (the run stops, no checkpoint written)."""
         news = self.watch.news()
         if news is not None and self.env.main:
-            metrics.append(self.files.metrics, {**news, "wall": time.time()})
-            self.log(warning(news))
+            self.event(news, warning(news))
         bad = self.first_nonfinite()
         if bad is not None:
             self.log(
@@ -173,8 +172,12 @@ class Trainer:
     def said(self, stall: dict | None) -> None:
         """A stall the watch found (main process): recorded in metrics.jsonl and said once."""
         if stall is not None:
-            metrics.append(self.files.metrics, {**stall, "wall": time.time()})
-            self.log(stall_warning(stall))
+            self.event(stall, stall_warning(stall))
+
+    def event(self, rec: dict, line: str) -> None:
+        """An event of the run (main process): its record in metrics.jsonl, stamped, and its log line."""
+        metrics.append(self.files.metrics, {**rec, "wall": time.time()})
+        self.log(line)
 
     def save(self, grid: bool = True) -> None:
         """Checkpoint this step (rank 0): the whole training state, to resume from, and on the checkpoint
@@ -186,11 +189,6 @@ class Trainer:
             ckpt.save(ckpt.weights_of(payload), ckpt.step_path(folder, self.step))
         ckpt.save(payload, ckpt.resume_path(folder, self.step))
         ckpt.prune(folder, tr["keep_checkpoints"] or 0, tr["checkpoint_interval"], tr["steps"])
-
-    def save_final(self) -> None:
-        """The final model (rank 0): the weights alone, under the run's output name."""
-        if self.env.main:
-            ckpt.save(ckpt.weights_of(self.payload()), self.files.out)
 
     # -- one update --------------------------------------------------------------------------------
     def prepare(self, step: int) -> tuple[list, int, int, float]:
@@ -350,8 +348,8 @@ def train_loop(trainer: Trainer, stop, max_updates: int | None) -> int:
             barrier(env)
         if stop_requested(stop, env, step):
             return stopped(trainer, stop, where[env.rank], checkpointed=at_checkpoint)
-    if trainer.step >= total and env.main:
-        trainer.save_final()
+    if trainer.step >= total and env.main:  # the final model: the weights alone, under the run's output name
+        ckpt.save(ckpt.weights_of(trainer.payload()), trainer.files.out)
         trainer.log(f"done: {trainer.files.out}")
     return EXIT_DONE
 
@@ -384,7 +382,7 @@ def stopped(trainer: Trainer, stop, host: str, *, checkpointed: bool) -> int:
         # each process says where it stopped: the same step on every node
         print(f"rank {env.rank} on {host}: stops at step {step}", flush=True)
     why = stop.reason() if isinstance(stop, StopFlag) else "stop signal"
-    if env.main:
+    if env.main:  # before the requeue, which may end this process
         metrics.append(trainer.files.metrics, {"event": "stop", "step": step, "reason": why, "wall": time.time()})
     again = requeue(env, trainer.log)
     trainer.log(f"{why}: checkpoint of step {step} written; {again} (exit {EXIT_PREEMPTED})")
