@@ -120,7 +120,7 @@ def bench_training(
         corpus,
         None,
         files,
-        Env(device=device),
+        env=Env(device=device),
         log=lambda m: None,
     )
     trainer.model.train()

@@ -812,7 +812,7 @@ def test_a_line_longer_than_learned_positions_is_cut_and_said(world, tmp_path, c
     settings = toy.settings(steps=1)
     settings["model"].update(positional="learned", max_positions=64)
     files = RunFiles(tmp_path / "c", tmp_path / "learned.pt", tmp_path / "m.jsonl")
-    assert run(Trainer(settings, binary.read(world / "train.bin"), None, files, Env()), 0) == 0
+    assert run(Trainer(settings, binary.read(world / "train.bin"), None, files, env=Env()), 0) == 0
     long = " ".join(["the cat sat on a mat"] * 20)
     (tmp_path / "in.txt").write_text(f"the cat\n{long}\nred ball\n")
     argv = ["translate", "--model", str(tmp_path / "learned.pt"), "--input", str(tmp_path / "in.txt"),

@@ -47,7 +47,7 @@ def trained(tmp_path_factory) -> Path:
     settings = toy.settings(steps=600, warmup_steps=60)
     settings["model"].update(N=2, d_model=32, d_ff=64, h=4, d_k=8, d_v=8)
     files = RunFiles(w / "checkpoints", w / "model.pt", w / "metrics.jsonl")
-    assert run(Trainer(settings, binary.read(w / "train.bin"), None, files, Env()), False) == 0
+    assert run(Trainer(settings, binary.read(w / "train.bin"), None, files, env=Env()), False) == 0
     return w
 
 

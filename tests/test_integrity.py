@@ -32,8 +32,7 @@ from aiayn.runtime import checkpoint, metrics
 from aiayn.study import config as cfg
 from aiayn.training import resume
 from aiayn.training.average import average_run
-from aiayn.training.session import EXIT_DONE
-from aiayn.training.train import lock_of, lock_of_metrics, run
+from aiayn.training.train import EXIT_DONE, lock_of, lock_of_metrics, run
 
 WORDS = "the cat sat on a mat and dog ran far away from home to see big red ball in park".split()
 
@@ -261,11 +260,11 @@ def test_average_leaves_out_a_checkpoint_of_another_run(trained, tmp_path):
     assert toy.train_in_process(other, toy.settings(steps=8, checkpoint_interval=2, keep_checkpoints=5, seed=9)) == 0
     shutil.copy(other / "checkpoints" / "checkpoint_0000006.pt", folder / "checkpoint_0000006.pt")
     messages = []
-    result = average_run(folder, 2, 2, 8, tmp_path / "avg.pt", log=messages.append)
+    result = average_run(folder, tmp_path / "avg.pt", k=2, interval=2, final=8, log=messages.append)
     assert result["averaged_steps"] == [4, 8]  # 6 is another run's: the next one of this run instead
     assert any("checkpoint_0000006.pt is of another run (train.seed: 9 -> 1)" in m for m in messages)
     with pytest.raises(UserError, match="1 of another run left out"):
-        average_run(folder, 4, 2, 8, tmp_path / "avg.pt", log=messages.append)
+        average_run(folder, tmp_path / "avg.pt", k=4, interval=2, final=8, log=messages.append)
 
 
 @pytest.mark.slow

@@ -22,8 +22,7 @@ from aiayn.runtime import checkpoint, metrics
 from aiayn.runtime.schedule import rate
 from aiayn.training import resume
 from aiayn.training.distributed import Deadline
-from aiayn.training.session import EXIT_DONE, EXIT_NONFINITE, EXIT_PEER_LOST
-from aiayn.training.train import run
+from aiayn.training.train import EXIT_DONE, EXIT_NONFINITE, EXIT_PEER_LOST, run
 
 
 def test_changed_settings_start_afresh_and_keep_the_old_run(tmp_path):

@@ -33,7 +33,7 @@ import yaml
 from conftest import KILL_WORKER, ROOT, tiny_demo_config
 
 from aiayn.runtime import checkpoint, metrics
-from aiayn.training.session import EXIT_PEER_LOST
+from aiayn.training.train import EXIT_PEER_LOST
 
 pytestmark = pytest.mark.slurm
 

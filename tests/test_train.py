@@ -24,8 +24,7 @@ from aiayn.training import batching, resume
 from aiayn.training.batching import Batcher, Prefetcher, collate, micro_batch_budget
 from aiayn.training.distributed import Env
 from aiayn.training.objective import label_smoothed_loss
-from aiayn.training.session import EXIT_DONE, EXIT_NONFINITE, EXIT_PREEMPTED
-from aiayn.training.train import run
+from aiayn.training.train import EXIT_DONE, EXIT_NONFINITE, EXIT_PREEMPTED, run
 from aiayn.training.watch import Watch
 
 

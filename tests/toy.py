@@ -105,7 +105,7 @@ def make_trainer(tmp_path: Path, settings: dict, env: Env | None = None, log=lam
         else binary.read(tmp_path / "dev.bin")
     )
     files = RunFiles(tmp_path / "checkpoints", tmp_path / "checkpoints" / "last.pt", tmp_path / "metrics.jsonl")
-    return Trainer(settings, train, dev, files, env or Env(), log)
+    return Trainer(settings, train, dev, files, env=env or Env(), log=log)
 
 
 def train_in_process(folder: Path, settings: dict, *, max_updates=None, stop=False) -> int:

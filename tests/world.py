@@ -55,7 +55,7 @@ def build_world(w: Path) -> Path:
     settings = toy.settings(steps=2)
     settings["vocab"]["shared"] = True
     files = RunFiles(w / "checkpoints", w / "model.pt", w / "metrics.jsonl")
-    assert run(Trainer(settings, binary.read(w / "train.bin"), None, files, Env()), 0) == 0
+    assert run(Trainer(settings, binary.read(w / "train.bin"), None, files, env=Env()), 0) == 0
     (w / "empty.txt").write_text("")
     (w / "ref.txt").write_text("the cat sat\n")
     (w / "settings.json").write_text(json.dumps(settings))

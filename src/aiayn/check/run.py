@@ -138,7 +138,7 @@ def trainer_run(settings: dict, corpus: Corpus, updates: int, on_update, *, micr
     tr.update(tokens_per_update=2 * budget, max_tokens=budget)
     with tempfile.TemporaryDirectory() as scratch:
         files = RunFiles(Path(scratch), Path(scratch, "last.pt"), Path(scratch, "metrics.jsonl"), None)
-        trainer = Trainer(settings, corpus, None, files, Env(), log=lambda m: None)
+        trainer = Trainer(settings, corpus, None, files, env=Env(), log=lambda m: None)
         roles, _ = trainer.model.paper_map()
         kept: dict = {}
 

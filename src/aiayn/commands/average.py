@@ -20,5 +20,13 @@ def add_arguments(parser):
 def run(args) -> int:
     from aiayn.training.average import average_run  # torch: imported when the command runs, not for --help
 
-    average_run(args.checkpoints, args.last, args.interval, args.final_step, args.out, args.record, log=say)
+    average_run(
+        args.checkpoints,
+        args.out,
+        k=args.last,
+        interval=args.interval,
+        final=args.final_step,
+        record=args.record,
+        log=say,
+    )
     return 0

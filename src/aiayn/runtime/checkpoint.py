@@ -129,11 +129,18 @@ def read_identity(path: str | os.PathLike) -> dict | None:
     """The run identity a checkpoint records (None if it records none), its tensors left on disk
     (memory-mapped, not read): what averaging compares before it loads the checkpoints it averages."""
     readable(path, "a checkpoint")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:
+    payload = _peek(path)
+    if payload is None:
         return load(path).get("identity")  # which names the damage, or the I/O error, in one line
     return payload.get("identity") if isinstance(payload, dict) else None
+
+
+def _peek(path: Path) -> dict | None:
+    """A checkpoint's payload, its tensors left on disk (memory-mapped); None where it cannot be read so."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:
+        return None
 
 
 def model_payload(model: Transformer) -> dict:
@@ -199,11 +206,8 @@ def newest_readable(folder: str | os.PathLike, log: Callable[[str], None]) -> di
 def _holds_training_state(path: Path) -> bool:
     """Whether a step checkpoint holds the optimizer's state (one written before 0.5), read without
     loading its tensors (memory-mapped); a file that cannot be read so is left to `load` to name."""
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:
-        return True
-    return isinstance(payload, dict) and "optimizer" in payload
+    payload = _peek(path)
+    return payload is None or isinstance(payload, dict) and "optimizer" in payload
 
 
 @contextlib.contextmanager

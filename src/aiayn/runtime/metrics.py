@@ -1,21 +1,10 @@
 """`metrics.jsonl`, a run's record of itself: the one writer and the one reader.
 
-One JSON object per line, of six kinds:
-
-- start: `{"event": "start", "aiayn" (its version), "step", "world_size", "agents", "hosts", "accumulation",
-  "budget", "params", "device_name", "precision", "threads", "omp_wait_policy", "wall"}`, each time a
-  job (re)starts;
-- progress: `{"step", "loss", "lr", "grad_norm", "grad_norm_max", "src_tokens_per_update",
-  "tgt_tokens_per_update", "flops_per_update", "tgt_tokens_per_s", "tflops", "mfu", "eta_s", "wall"}`,
-  every `log_interval` updates;
-- dev: `{"step", "dev_nll", "dev_ppl", "dev_loss"}`, at every checkpoint;
-- stop: `{"event": "stop", "step", "reason", "wall"}`, when a job stops to resume later (a signal,
-  a coming time limit): the job's log may not survive a requeue, this record does;
-- diverging: `{"event": "diverging", "step", "loss", "mean", "lowest", "lr", "grad_norm", "wall"}`, once,
-  at the first update whose loss diverged (aiayn.training.watch);
-- stalling: `{"event": "stalling", "step", "on" ("training loss" or "dev NLL"), "value", "floor", "lr",
-  "grad_norm", "wall"}`, once, where the run learned no more than the target words' frequencies
-  (aiayn.training.watch.Stall).
+One JSON object per line, of six kinds (`kind`): a job's start, a progress record every
+`log_interval` updates, a dev record at every checkpoint, a stop (a signal, a coming time limit: the
+job's log may not survive a requeue, this record does), and once each a diverging and a stalling
+run (aiayn.training.watch). Their fields are their schemas' (`aiayn.runtime.records.SCHEMAS`,
+"metrics <kind>"), each checked when read.
 
 The trainer appends; `tables` and `figures` read through `read` / `summary`. Pure Python: the
 tables' environment has no torch.
@@ -139,22 +128,12 @@ def read(path: str | os.PathLike) -> Records:
 
 def summary(path: str | os.PathLike) -> dict:
     """Training facts of a run: step reached, hours trained (summed over its jobs, idle time between
-    jobs excluded), GPUs, device, precision, parameters, target tokens seen, training FLOPs (counted
-    from the batches, `aiayn.runtime.hardware.training_flops`; None before the first progress
-    record), and the dev perplexity of the newest evaluated checkpoint."""
-    out = {
-        "step": 0,
-        "hours": 0.0,
-        "gpus": None,
-        "device": None,
-        "precision": None,
-        "params": None,
-        "tgt_tokens": 0.0,
-        "flops": 0.0,
-        "dev_ppl": None,
-        "diverging": None,  # the step the loss diverged at (aiayn.training.watch), if it did
-        "stalling": None,  # the step the run was said to stall at (aiayn.training.watch.Stall), if it was
-    }
+        jobs excluded), GPUs, device, precision, parameters, target tokens seen, training FLOPs (counted
+        from the batches, `aiayn.runtime.hardware.training_flops`; None before the first progress
+        record), the dev perplexity of the newest evaluated checkpoint, and the steps a diverging and a
+    stalling run were said at (None: they were not)."""
+    out = {"step": 0, "hours": 0.0, "tgt_tokens": 0.0, "flops": 0.0}
+    out |= dict.fromkeys(("gpus", "device", "precision", "params", "dev_ppl", "diverging", "stalling"))
     path = Path(path)
     if not path.exists():
         return out

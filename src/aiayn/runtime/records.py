@@ -89,7 +89,9 @@ SCHEMAS = {
             "grad_norm_max": {"type": ["number", "null"]},
         },
     ),  # fmt: skip
-    "metrics dev": record({"step": STEP, "dev_ppl": {"type": "number", "minimum": 1}}, {"dev_nll": AMOUNT}),
+    "metrics dev": record(
+        {"step": STEP, "dev_ppl": {"type": "number", "minimum": 1}}, {"dev_nll": AMOUNT, "dev_loss": AMOUNT}
+    ),
     "metrics diverging": record(
         {"event": {"const": "diverging"}, "step": STEP, "loss": {"type": "number"}, "wall": FIGURE},
         {
@@ -187,6 +189,7 @@ WRITTEN_BY = {  # the step to rerun when a record is damaged
     "translation score": "score",
     "parsing score": "score",
     "selected": "select",
+    "score": "score",
 }
 
 
@@ -220,13 +223,17 @@ def check(value, kind: str, label: str) -> dict:
 
 def read(path: str | os.PathLike, kind: str) -> dict:
     """The record of `kind` in the file `path`, checked whole."""
+    return check(_parsed(path, kind), kind, str(path))
+
+
+def _parsed(path: str | os.PathLike, kind: str):
+    """The JSON a record file of `kind` holds, or one line naming it and the step to rerun."""
     path = readable(path, f"a {kind} record")
     try:
-        value = parse(path.read_text(encoding="utf-8"))
+        return parse(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         step = WRITTEN_BY.get(kind, "the step that writes it")
         raise UserError(f"{path}: not a readable {kind} record ({exc}); remove it and rerun {step}") from None
-    return check(value, kind, str(path))
 
 
 def write(path: str | os.PathLike, kind: str, value: dict) -> None:
@@ -250,10 +257,6 @@ def _not_finite(value, where: str = "the record") -> str | None:
 
 def read_score(path: str | os.PathLike) -> tuple[str, dict]:
     """(kind, record) of a score file: a parsing score (EVALB's "all") or a translation score."""
-    path = readable(path, "a score record")
-    try:
-        value = parse(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: not a readable score record ({exc}); remove it and rerun score") from None
+    value = _parsed(path, "score")
     kind = "parsing score" if isinstance(value, dict) and "all" in value else "translation score"
     return kind, check(value, kind, str(path))

@@ -1,6 +1,6 @@
 """The training stage (§5): an encoded corpus and experiment.json in, checkpoints out. `train` is the
-trainer and one train job, `objective` the loss, optimizer and schedule it steps, `session` what
-happens around its updates, `resume` decides whether a checkpoint continues the run and resumes
+trainer, its update loop and one train job, `objective` the loss, optimizer and schedule it steps,
+`resume` decides whether a checkpoint continues the run and resumes
 it, `batching` makes the token batches, `distributed` the process group and stop signals, `progress` what a run
 reports while it trains, `watch` the gradient norm, a diverging loss and a stalled run, `board` the TensorBoard
 events, `average` the §6.1 checkpoint averaging. What training shares with decoding and the

@@ -86,7 +86,7 @@ def average(paths: list[Path]) -> dict:
     }
 
 
-def average_run(folder, k: int, interval: int, final: int, out, record=None, log=print) -> dict:
+def average_run(folder, out, *, k: int, interval: int, final: int, record=None, log=print) -> dict:
     """Average the k newest grid checkpoints of the run in `folder` into `out` (the run: that of its
     final model, else of its newest grid checkpoint); with `record`, also write which steps were
     averaged (JSON, what the tables read). Returns the averaged model."""

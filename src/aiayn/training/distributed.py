@@ -32,9 +32,8 @@ class Env:
     device: torch.device = torch.device("cpu")
     agents: int = 1
 
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
+    def __post_init__(self) -> None:
+        self.main = self.rank == 0  # the process that writes: checkpoints, records, the log
 
 
 def environment(name: str, default: int, environ=os.environ) -> int:
@@ -187,6 +186,12 @@ def stop_requested(stop, env: Env, step: int) -> bool:
     flag = torch.tensor([1 if stop else 0], device=env.device)
     dist.all_reduce(flag, op=dist.ReduceOp.MAX)
     return bool(flag.item())
+
+
+def barrier(env: Env) -> None:
+    """Wait for every rank (under several processes)."""
+    if env.world_size > 1:
+        dist.barrier()
 
 
 def all_ranks_min(value: torch.Tensor, env: Env, none: int = 0) -> torch.Tensor:

@@ -40,8 +40,10 @@ class Progress:
         self.mark = time.perf_counter()
         self.steps = 0
 
-    def add(self, loss: torch.Tensor, src: int, tgt: int, flops: float, norm: torch.Tensor | None = None) -> None:
-        """One update: its loss, source and target tokens, FLOPs (all ranks') and gradient norm."""
+    def add(self, update: tuple) -> None:
+        """One update (`Trainer.update`'s result): its loss, source and target tokens, FLOPs (all
+        ranks') and gradient norm."""
+        loss, src, tgt, flops, norm = update
         self.loss += loss
         if norm is not None:  # on the device: no synchronisation (an fp16 overflow's is infinite, left out)
             norm = norm.to(self.norm_sum.device, torch.float32)

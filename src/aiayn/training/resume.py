@@ -6,7 +6,7 @@ and every training setting but the OPERATIONAL ones, which do not change the wei
 checkpoint whose identity differs from the job's, or that is past a lowered `steps`, is of another
 run (`reasons`): its checkpoints and metrics are moved aside, never deleted (`set_aside`), and
 training starts afresh, with one line naming each change. Raising `steps` continues the run. A
-resumed run evaluates the kept checkpoints whose dev pass a kill cut off (`unevaluated`).
+resumed run evaluates the kept checkpoints whose dev pass a kill cut off (`evaluate_missing`).
 `restore` does all of it to a trainer (aiayn.training.train.Trainer) before its first update.
 """
 
@@ -18,12 +18,12 @@ import shutil
 import time
 from pathlib import Path
 
-import torch
-
 from aiayn.errors import UserError
+from aiayn.io import remove_leftovers
 from aiayn.runtime import checkpoint, metrics
 from aiayn.runtime.checkpoint import on_grid
 from aiayn.study.layout import Layout
+from aiayn.training.distributed import barrier
 from aiayn.training.watch import Watch
 
 # training settings that do not shape the weights: changing them continues a run (steps: raising
@@ -109,24 +109,17 @@ def set_aside(checkpoints: Path, metrics: Path, stamp: str, out: Path | None = N
     return aside
 
 
-def unevaluated(
-    found: list[tuple[int, Path]], evaluated: set[int], resumed: int, interval: int, final: int
-) -> list[tuple[int, Path]]:
-    """Of the kept checkpoints `found` ((step, path)), those on the grid, up to the `resumed` step,
-    without a dev record (`evaluated` steps): a job was killed between the checkpoint and its dev
-    pass. Oldest first."""
-    return sorted(
-        (step, path)
-        for step, path in found
-        if step <= resumed and step not in evaluated and on_grid(step, interval, final)
-    )
-
-
 # -- resuming a trainer (aiayn.training.train.Trainer) -----------------------------------------------
 def restore(trainer) -> None:
-    """Resume `trainer` from the newest readable checkpoint of its folder when it is of the same run
-    (`reasons`); set the folder aside when it is of another; start from step 0 when there is none."""
+    """Resume or start, the one place it is decided and done: resume `trainer` from the newest
+    readable checkpoint of its folder when it is of the same run (`reasons`); set the folder aside
+    and start from step 0 when it is of another; start from step 0 when there is none, unless the
+    run's finished work is there (`finished_work`: refused). A killed writer's temporary files go first."""
     files, env = trainer.files, trainer.env
+    files.checkpoints.mkdir(parents=True, exist_ok=True)
+    if env.main:  # this job owns the folder (it holds its lock): a temporary file in it is a killed write's
+        remove_leftovers(files.checkpoints, every=True, log=trainer.log)
+    barrier(env)
     state = checkpoint.newest_readable(files.checkpoints, trainer.log)
     if state is None:  # training starts from step 0 (none written yet): so do its records
         if finished := finished_work(files, trainer.tr["checkpoint_interval"]):
@@ -140,14 +133,12 @@ def restore(trainer) -> None:
         return
     where = f"{files.checkpoints}: checkpoint of step {state['step']}"
     why = reasons(state, trainer.identity, trainer.model_cfg.to_dict(), trainer.tr["steps"])
-    if env.world_size > 1:
-        torch.distributed.barrier()  # every rank has read the folder before rank 0 moves it
+    barrier(env)  # every rank has read the folder before rank 0 moves it
     if why:
         aside = (
             set_aside(files.checkpoints, files.metrics, time.strftime("%Y%m%d-%H%M%S"), files.out) if env.main else None
         )
-        if env.world_size > 1:
-            torch.distributed.barrier()
+        barrier(env)
         trainer.log(
             f"{files.checkpoints}: the checkpoints (newest: step {state['step']}) are of another run "
             f"({'; '.join(why)}); moved to {aside}, training from scratch"
@@ -171,8 +162,7 @@ def restore(trainer) -> None:
     if env.main:
         metrics.truncate(files.metrics, trainer.step)
         evaluate_missing(trainer, state["model"])
-    if env.world_size > 1:
-        torch.distributed.barrier()
+    barrier(env)
 
 
 def evaluate_missing(trainer, weights: dict) -> None:
@@ -184,10 +174,12 @@ def evaluate_missing(trainer, weights: dict) -> None:
     folder = trainer.files.checkpoints
     # a step's weights alone where kept, else its resume checkpoint (a run that keeps none for averaging)
     found = {**dict(checkpoint.list_resumable(folder)), **dict(checkpoint.list_checkpoints(folder))}
-    found = sorted(found.items(), reverse=True)
-    tr = trainer.tr
+    interval, final = trainer.tr["checkpoint_interval"], trainer.tr["steps"]
+    missing = [
+        (s, p) for s, p in found.items() if s <= trainer.step and s not in evaluated and on_grid(s, interval, final)
+    ]
     loaded = False
-    for step, path in unevaluated(found, evaluated, trainer.step, tr["checkpoint_interval"], tr["steps"]):
+    for step, path in sorted(missing):  # oldest first
         if step != trainer.step:
             try:
                 trainer.model.load_state_dict(checkpoint.load(path)["model"])

@@ -3,13 +3,13 @@ auto-resume and graceful stops, and one job of the train rule.
 
 `Trainer` holds a run's model, optimizer, batches and state and makes one update (`update`: the
 experiment's micro-batches, its loss and optimizer from `aiayn.training.objective`), a dev pass
-(`evaluate`) and a checkpoint (`save`). `run()` holds the run's folder and loops over updates;
-what happens around them (resume, the start record, progress, divergence, checkpoints and dev
-passes at their interval, stop signals and the exit codes) is `aiayn.training.session`'s.
-`train_job()` is one job of the train rule: it reads and checks its inputs, joins the process
-group (`aiayn.training.distributed`) and calls `run()`. Under torchrun every rank runs it; the
-environment says which rank it is. Checkpoint files: `aiayn.runtime.checkpoint`; the metrics file:
-`aiayn.runtime.metrics`.
+(`evaluate`) and a checkpoint (`save`). `run()` holds the run's folder; `train_loop()` resumes or
+starts it (`aiayn.training.resume.restore`, the one place that is decided) and loops over updates:
+batch, step, log, checkpoint, stop, and the exit code. `train_job()` is one job of the train rule:
+it reads and checks its inputs, joins the process group (`aiayn.training.distributed`) and calls
+`run()`. Under torchrun every rank runs it; the environment says which rank it is. Progress
+records: `aiayn.training.progress`; TensorBoard: `aiayn.training.board`; checkpoint files:
+`aiayn.runtime.checkpoint`; the metrics file: `aiayn.runtime.metrics`.
 """
 
 from __future__ import annotations
@@ -40,10 +40,26 @@ from aiayn.study.layout import Layout
 from aiayn.training import resume
 from aiayn.training.batching import Batcher, Prefetcher, collate, micro_batch_budget
 from aiayn.training.board import Board
-from aiayn.training.distributed import Deadline, Env, StopFlag, all_ranks_min, peer_failure, setup
+from aiayn.training.distributed import (
+    Deadline,
+    Env,
+    StopFlag,
+    all_ranks_min,
+    barrier,
+    hosts,
+    peer_failure,
+    requeue,
+    setup,
+    stop_requested,
+)
 from aiayn.training.objective import label_smoothed_loss, optimizer_and_schedule, seed_dropout
-from aiayn.training.session import EXIT_PEER_LOST, Session
-from aiayn.training.watch import Watch, grad_norm, stall_warning
+from aiayn.training.progress import Progress, format_progress, format_start, start_record
+from aiayn.training.watch import Stall, Watch, grad_norm, stall_warning, warning
+
+EXIT_DONE = 0
+EXIT_NONFINITE = 3
+EXIT_PEER_LOST = 4  # another process of the job was lost (killed, crashed, its node gone): run again
+EXIT_PREEMPTED = 75  # EX_TEMPFAIL: a checkpoint is written, run the job again to resume
 
 
 @dataclass
@@ -59,7 +75,7 @@ class RunFiles:
 class Trainer:
     """One training run; see the module docstring."""
 
-    def __init__(self, settings: dict, train: Corpus, dev: Corpus | None, files: RunFiles, env: Env, log=print):
+    def __init__(self, settings: dict, train: Corpus, dev: Corpus | None, files: RunFiles, *, env: Env, log=print):
         self.settings, self.tr = settings, settings["train"]
         self.train_data, self.dev_data, self.files, self.env, self.log = train, dev, files, env, log
         self.vocab_id = train.vocabularies
@@ -95,13 +111,27 @@ class Trainer:
         self._first_bad = torch.zeros((), dtype=torch.long, device=env.device)  # first non-finite step, 0 = none
         self.watch = Watch(env.device)
         self.board = Board(None, step=0)  # the run's TensorBoard, opened by `run` (main process)
-        self.stall = None  # the stall watch (aiayn.training.watch.Stall), made by the session (main process)
+        self.stall = None  # the stall watch (aiayn.training.watch.Stall), made at the start (main process)
 
     def first_nonfinite(self) -> int | None:
         """First step whose loss was not finite on any rank (checked on the device, read only when
         asked; a collective under several processes, so every rank asks at the same update)."""
         bad = int(all_ranks_min(self._first_bad, self.env, none=0).item())
         return bad or None
+
+    def finite(self) -> bool:
+        """At a log or checkpoint update: the first diverging update told once (main process); False,
+        said, where a loss was not finite (the run stops, no checkpoint written)."""
+        news = self.watch.news()
+        if news is not None and self.env.main:
+            self.event(news, warning(news))
+        bad = self.first_nonfinite()
+        if bad is not None:
+            self.log(
+                f"error: the loss is not finite at step {bad}; stopping, no checkpoint written "
+                "(lower training.lr_scale or turn on training.clip_norm)"
+            )
+        return bad is None
 
     # -- state -----------------------------------------------------------------------------------
     def data_plan(self) -> dict:
@@ -131,11 +161,23 @@ class Trainer:
             if self.stall is not None:
                 self.said(self.stall.dev(step, dev["dev_nll"], self.scheduler.get_last_lr()[0]))
 
+    def log_progress(self, rec: dict) -> None:
+        """A progress record (`aiayn.training.progress`): metrics.jsonl, TensorBoard, the log, the stall watch."""
+        if self.env.main:
+            metrics.append(self.files.metrics, rec)
+            self.board.progress(rec)
+            self.log(format_progress(rec, self.tr["steps"]))
+            self.said(self.stall.progress(rec))
+
     def said(self, stall: dict | None) -> None:
         """A stall the watch found (main process): recorded in metrics.jsonl and said once."""
         if stall is not None:
-            metrics.append(self.files.metrics, {**stall, "wall": time.time()})
-            self.log(stall_warning(stall))
+            self.event(stall, stall_warning(stall))
+
+    def event(self, rec: dict, line: str) -> None:
+        """An event of the run (main process): its record in metrics.jsonl, stamped, and its log line."""
+        metrics.append(self.files.metrics, {**rec, "wall": time.time()})
+        self.log(line)
 
     def save(self, grid: bool = True) -> None:
         """Checkpoint this step (rank 0): the whole training state, to resume from, and on the checkpoint
@@ -147,11 +189,6 @@ class Trainer:
             ckpt.save(ckpt.weights_of(payload), ckpt.step_path(folder, self.step))
         ckpt.save(payload, ckpt.resume_path(folder, self.step))
         ckpt.prune(folder, tr["keep_checkpoints"] or 0, tr["checkpoint_interval"], tr["steps"])
-
-    def save_final(self) -> None:
-        """The final model (rank 0): the weights alone, under the run's output name."""
-        if self.env.main:
-            ckpt.save(ckpt.weights_of(self.payload()), self.files.out)
 
     # -- one update --------------------------------------------------------------------------------
     def prepare(self, step: int) -> tuple[list, int, int, float]:
@@ -260,7 +297,7 @@ def run(trainer: Trainer, stop, *, max_updates: int | None = None) -> int:
                     failure = UserError(f"{trainer.files.checkpoints} is being trained by another job")
             if failure is not None:
                 raise failure
-            return _updates(trainer, stop, max_updates)
+            return train_loop(trainer, stop, max_updates)
     except RuntimeError as exc:
         lost = peer_failure(exc, env)
         if lost is None:
@@ -280,17 +317,76 @@ def run(trainer: Trainer, stop, *, max_updates: int | None = None) -> int:
         trainer.board.close()
 
 
-def _updates(trainer: Trainer, stop, max_updates: int | None) -> int:
-    """The update loop, and around it the run's wiring (aiayn.training.session)."""
-    session = Session(trainer, stop)
-    session.start()
-    left = max_updates if max_updates is not None else trainer.tr["steps"]
-    while trainer.step < trainer.tr["steps"] and left > 0:
+def train_loop(trainer: Trainer, stop, max_updates: int | None) -> int:
+    """Resume or start (`aiayn.training.resume.restore`), say so, then update by update: batch and
+    step (`Trainer.update`), a divergence told once and a non-finite loss stopping the run, a
+    progress record every `log_interval` updates, a checkpoint and a dev pass every
+    `checkpoint_interval`, and a stop signal or a coming time limit ending the run with a checkpoint
+    (requeued under Slurm); at the last update, the final model. Every rank runs it; rank 0 writes."""
+    env, tr, total = trainer.env, trainer.tr, trainer.tr["steps"]
+    resume.restore(trainer)
+    where = hosts(env)
+    if env.main:
+        say_start(trainer, where)
+    progress = Progress(env=env, precision=trainer.precision, step=trainer.step, total=total)
+    trainer.model.train()
+    left = max_updates if max_updates is not None else total
+    while trainer.step < total and left > 0:
         left -= 1
-        code = session.after(trainer.update())
-        if code is not None:
-            return code
-    return session.finish()
+        progress.add(trainer.update())
+        step = trainer.step
+        at_log = step % tr["log_interval"] == 0 or step == total
+        at_checkpoint = ckpt.on_grid(step, tr["checkpoint_interval"], total)
+        if (at_log or at_checkpoint) and not trainer.finite():
+            return EXIT_NONFINITE
+        if at_log:
+            trainer.log_progress(progress.record(step, trainer.scheduler.get_last_lr()[0]))
+        if at_checkpoint:
+            trainer.save()
+            if env.main:
+                trainer.log_dev(step, trainer.evaluate())
+            barrier(env)
+        if stop_requested(stop, env, step):
+            return stopped(trainer, stop, where[env.rank], checkpointed=at_checkpoint)
+    if trainer.step >= total and env.main:  # the final model: the weights alone, under the run's output name
+        ckpt.save(ckpt.weights_of(trainer.payload()), trainer.files.out)
+        trainer.log(f"done: {trainer.files.out}")
+    return EXIT_DONE
+
+
+def say_start(trainer: Trainer, where: list[str]) -> None:
+    """A job's start (main process): its record in metrics.jsonl and the log, its TensorBoard, and
+    its stall watch, made from the run's metrics so far."""
+    rec = start_record(
+        env=trainer.env,
+        hosts=where,
+        step=trainer.step,
+        accumulation=trainer.accumulation,
+        budget=trainer.batcher.budget,
+        params=trainer.params,
+        precision=trainer.precision,
+    )
+    metrics.append(trainer.files.metrics, rec)
+    trainer.log(format_start(rec, name=trainer.settings["name"], total=trainer.tr["steps"]))
+    trainer.board = Board(trainer.files.tensorboard, step=trainer.step, log=trainer.log)
+    trainer.stall = Stall.for_run(trainer, metrics.read(trainer.files.metrics))
+
+
+def stopped(trainer: Trainer, stop, host: str, *, checkpointed: bool) -> int:
+    """A stop signal or a coming time limit: a checkpoint, the job requeued, EXIT_PREEMPTED."""
+    env, step = trainer.env, trainer.step
+    if not checkpointed:
+        trainer.save(grid=False)  # off the checkpoint grid: for resuming only
+    if env.world_size > 1:
+        torch.distributed.barrier()  # the checkpoint is on disk before the job is requeued
+        # each process says where it stopped: the same step on every node
+        print(f"rank {env.rank} on {host}: stops at step {step}", flush=True)
+    why = stop.reason() if isinstance(stop, StopFlag) else "stop signal"
+    if env.main:  # before the requeue, which may end this process
+        metrics.append(trainer.files.metrics, {"event": "stop", "step": step, "reason": why, "wall": time.time()})
+    again = requeue(env, trainer.log)
+    trainer.log(f"{why}: checkpoint of step {step} written; {again} (exit {EXIT_PREEMPTED})")
+    return EXIT_PREEMPTED
 
 
 def model_config(settings: dict, train: Corpus) -> ModelConfig:
@@ -415,4 +511,4 @@ def train_job(
     job = os.environ.get("SLURM_JOB_ID")
     stop = StopFlag(Deadline(job, stop_margin) if job and stop_margin > 0 and env.main else None)
     stop.install()
-    return run(Trainer(settings, train, dev, files, env, log), stop, max_updates=max_updates)
+    return run(Trainer(settings, train, dev, files, env=env, log=log), stop, max_updates=max_updates)

@@ -217,7 +217,7 @@ class Stall:
         self.norm = rec.get("grad_norm") if rec.get("grad_norm") is not None else math.nan
         if self.told or rec["step"] < self.after or not rec["loss"] > (1 - STALL_FALL) * self.loss_floor:
             return None
-        return self._said(rec["step"], "training loss", rec["loss"], self.loss_floor, rec["lr"], self.norm)
+        return self._said(rec["step"], "training loss", rec["loss"], self.loss_floor, lr=rec["lr"])
 
     def dev(self, step: int, nll: float, lr: float) -> dict | None:
         """A dev evaluation's NLL at `step`, trained at `lr`: the stall's event, once, or None."""
@@ -230,10 +230,10 @@ class Stall:
         recent = min(n for _, n in self.devs[-STALL_EVALS:])
         if recent < (1 - STALL_GAIN) * before or not nll > (1 - STALL_FALL) * self.nll_floor:
             return None
-        return self._said(step, "dev NLL", nll, self.nll_floor, lr, self.norm)
+        return self._said(step, "dev NLL", nll, self.nll_floor, lr=lr)
 
-    def _said(self, step, what, value, floor, lr, norm) -> dict:
-        self.told = True
+    def _said(self, step, what, value, floor, *, lr) -> dict:
+        self.told, norm = True, self.norm
         return {"event": "stalling", "step": step, "on": what, "value": value, "floor": floor, "lr": lr,
                 "grad_norm": norm if norm is not None and math.isfinite(norm) else None}  # fmt: skip
 
