@@ -285,6 +285,24 @@ def test_a_second_trainer_of_one_folder_is_refused(tmp_path):
     fd.close()
 
 
+@pytest.mark.skipif(not Path("/proc/locks").exists(), reason="the kernel names a lock's holder in /proc/locks (Linux)")
+def test_a_lock_held_by_another_program_names_that_program_not_an_earlier_holder(tmp_path):
+    lock = tmp_path / "train.lock"
+    lock.write_text("the process 1 on an-earlier-host\n")  # what an earlier aiayn holder wrote
+    hold = "import fcntl, sys, time; f = open(sys.argv[1]); fcntl.flock(f, fcntl.LOCK_EX); print(1, flush=True)"
+    hold += "; time.sleep(60)"
+    with subprocess.Popen([sys.executable, "-c", hold, str(lock)], stdout=subprocess.PIPE, text=True) as other:
+        try:
+            other.stdout.readline()
+            with pytest.raises(
+                UserError, match=rf"is being trained by the process {other.pid} \(python[^)]*\) on this"
+            ):
+                with checkpoint.exclusive(tmp_path / "checkpoints", lock):
+                    pass
+        finally:
+            other.kill()
+
+
 def test_two_runs_whose_folders_sit_side_by_side_share_no_file(tmp_path, capsys):
     """Runs A and B with their checkpoints in runs/A and runs/B: each its own metrics, lock and
     TensorBoard folder beside its folder (aiayn.study.layout.Layout.beside), so B trains while A

@@ -225,7 +225,7 @@ def exclusive(folder: str | os.PathLike, lock: str | os.PathLike, doing: str = "
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 256, 0).decode("utf-8", "replace").strip() or "another process"
+            holder = lock_holder(fd)
             raise UserError(
                 f"{folder} is being {doing} by {holder}; stop that job (scancel or kill it) or let it finish, "
                 "then run again"
@@ -239,6 +239,32 @@ def exclusive(folder: str | os.PathLike, lock: str | os.PathLike, doing: str = "
         yield
     finally:
         os.close(fd)
+
+
+def lock_holder(fd: int) -> str:
+    """Who holds the flock on `fd`'s file: what its holder wrote there where that is the process the
+    kernel names (Linux's /proc/locks), else that process (another program, or an aiayn that had no
+    time to write: the text is an earlier holder's); the text alone where the kernel names none."""
+    said = os.pread(fd, 256, 0).decode("utf-8", "replace").strip()
+    st = os.fstat(fd)
+    ends = (f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}", f":{st.st_ino}")
+    try:
+        with open("/proc/locks", encoding="ascii") as f:
+            held = [r.split() for r in f if "FLOCK" in r and "->" not in r]
+    except OSError:
+        held = []
+    for end in ends:
+        pids = {r[4] for r in held if len(r) > 5 and r[5].endswith(end)}
+        if len(pids) == 1:
+            pid = pids.pop()
+            if said.startswith(f"the process {pid} "):
+                return said
+            try:
+                name = Path(f"/proc/{pid}/comm").read_text(encoding="utf-8").strip()
+            except OSError:
+                name = "?"
+            return f"the process {pid} ({name}) on this machine"
+    return said or "another process"
 
 
 def on_grid(step: int, interval: int, final: int) -> bool:
