@@ -180,6 +180,8 @@ BUGS = {
         "    batches = np.split(order, cuts)[:-1]\n", ["check data failed", "leaves out"]),
     "attention dropout on the attention's output": (T, "out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal, scale=self.scale)",
         "out = F.dropout(F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=self.scale), p)", ["the dropout (training mode)"]),
+    "the dev evaluation leaves the model in eval mode": (TRAIN, "        self.model.train()\n        nll_per =",
+        "        nll_per =", ["update 2", "the dropout (training mode)"]),
     "embeddings drawn N(0, 1)": (T, "nn.init.normal_(p, mean=0.0, std=cfg.d_model**-0.5)", "nn.init.normal_(p, mean=0.0, std=1.0)",
         ["check initialisation failed", "src_embed has std"]),
 }  # fmt: skip

@@ -126,7 +126,8 @@ class Update:
 def trainer_run(settings: dict, corpus: Corpus, updates: int, on_update, *, micro_batches: int = 6):
     """Make `updates` updates of the experiment's Trainer over `corpus` (fp32, no compile, no prefetch, and a
     token budget that cuts it into about `micro_batches` micro-batches, 2 to an update); after each,
-    `on_update(Update, trainer)`, which returns None to go on. Returns the trainer's batcher and model."""
+    `on_update(Update, trainer)`, which returns None to go on; after the first, a dev evaluation (the
+    loop's at a checkpoint) of `corpus`. Returns the trainer's batcher and model."""
     from aiayn.training.distributed import Env
     from aiayn.training.train import RunFiles, Trainer
 
@@ -138,7 +139,7 @@ def trainer_run(settings: dict, corpus: Corpus, updates: int, on_update, *, micr
     tr.update(tokens_per_update=2 * budget, max_tokens=budget)
     with tempfile.TemporaryDirectory() as scratch:
         files = RunFiles(Path(scratch), Path(scratch, "last.pt"), Path(scratch, "metrics.jsonl"), None)
-        trainer = Trainer(settings, corpus, None, files, env=Env(), log=lambda m: None)
+        trainer = Trainer(settings, corpus, corpus, files, env=Env(), log=lambda m: None)
         roles, _ = trainer.model.paper_map()
         kept: dict = {}
 
@@ -160,6 +161,8 @@ def trainer_run(settings: dict, corpus: Corpus, updates: int, on_update, *, micr
                                     {n: p.detach() for n, p in roles.items()}, grads, kept.pop("lr"))  # fmt: skip
                     if on_update(update, trainer) is not None:
                         break
+                    if step == 1 < updates:  # a dev evaluation between updates, as at a checkpoint: the
+                        trainer.evaluate()  # updates after it are in training mode again, or differ
             return trainer.batcher, trainer.model
         finally:
             hook.remove()
