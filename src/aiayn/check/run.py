@@ -24,7 +24,7 @@ DROPOUTS = {F.dropout, torch.dropout}
 
 
 def _arg(args, kwargs, i, names, *, default):
-    return args[i] if len(args) > i else next((kwargs[n] for n in names if n in kwargs), default)
+    return args[i] if len(args) > i else next((kwargs[n] for n in names if n in (kwargs or {})), default)
 
 
 class Draws(TorchFunctionMode):
@@ -40,7 +40,6 @@ class Draws(TorchFunctionMode):
         return keep
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
         if func in DROPOUTS:
             x, p = args[0], _arg(args, kwargs, 1, ("p",), default=0.5)
             if p == 0 or not _arg(args, kwargs, 2, ("training", "train"), default=True):
@@ -58,7 +57,7 @@ class Draws(TorchFunctionMode):
                 scores = scores.masked_fill(~mask, -math.inf) if mask.dtype == torch.bool else scores + mask
             weights = scores.softmax(-1)
             return weights * self.keep(weights.shape, p, q.device) / (1 - p) @ v
-        return func(*args, **kwargs)
+        return func(*args, **(kwargs or {}))
 
 
 @dataclass
@@ -126,8 +125,7 @@ class Update:
 def trainer_run(settings: dict, corpus: Corpus, updates: int, on_update, *, micro_batches: int = 6):
     """Make `updates` updates of the experiment's Trainer over `corpus` (fp32, no compile, no prefetch, and a
     token budget that cuts it into about `micro_batches` micro-batches, 2 to an update); after each,
-    `on_update(Update, trainer)`, which returns None to go on; after the first, a dev evaluation (the
-    loop's at a checkpoint) of `corpus`. Returns the trainer's batcher and model."""
+    `on_update(Update, trainer)`, which returns None to go on. Returns the trainer's batcher and model."""
     from aiayn.training.distributed import Env
     from aiayn.training.train import RunFiles, Trainer
 
@@ -161,8 +159,8 @@ def trainer_run(settings: dict, corpus: Corpus, updates: int, on_update, *, micr
                                     {n: p.detach() for n, p in roles.items()}, grads, kept.pop("lr"))  # fmt: skip
                     if on_update(update, trainer) is not None:
                         break
-                    if step == 1 < updates:  # a dev evaluation between updates, as at a checkpoint: the
-                        trainer.evaluate()  # updates after it are in training mode again, or differ
+                    if step == 1 < updates:  # evaluated as at a checkpoint: the next in training mode again
+                        trainer.evaluate()
             return trainer.batcher, trainer.model
         finally:
             hook.remove()

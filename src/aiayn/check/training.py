@@ -37,9 +37,8 @@ class Training:
         self.lrs.append(up.lr)
         self.updates = up.step
         if up.step == 1:  # the weights as the trainer drew them: each tensor's shape and spread
-            self.initial = {  # a spread needs two draws: a weight of one element has none to compare
-                n: (tuple(t.shape), float(t.double().std())) for n, t in up.before.items() if t.numel() > 1
-            }
+            kept = {n: t for n, t in up.before.items() if t.numel() > 1}  # one element: no spread to measure
+            self.initial = {n: (tuple(t.shape), float(t.double().std())) for n, t in kept.items()}
         if not all(bool(torch.isfinite(t).all()) for t in [s.logits for s in up.seen] + [*up.grads.values()]):
             if up.step == 1:  # from the weights as drawn: the code's, not the rate's (the trainer stops too)
                 self.departure = Departure("the logits and gradients", "the weights as drawn", seen="not finite")
