@@ -25,7 +25,7 @@ INPUT_KINDS = {"file", "folder", "run folder", "optional file"}
 
 
 def checks(command: str) -> dict:
-    return {**inventory.COMMANDS[command], **inventory.COMMON}
+    return {**cli.options(command), **inventory.COMMON}
 
 
 def given(command: str, w: Path, o: Path) -> list[str]:
