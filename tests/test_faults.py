@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import toy
 from conftest import ROOT
-from working import NO_OUTPUT, SAME_BYTES, WORKING, argv, outputs, prepare_world, sha
+from working import NO_OUTPUT, SAME_BYTES, WORKING, argv, options_given, outputs, prepare_world, sha
 from world import build_world
 
 from aiayn import cli
@@ -267,7 +267,7 @@ def test_an_output_that_is_not_a_file_is_refused_in_one_line_or_written_through(
 
 def input_options(command: str) -> list[str]:
     """The options of `command` naming a file it reads (the inventory's), as WORKING gives them."""
-    given = set(WORKING[command][0].__code__.co_consts)  # the option strings its arguments hold
+    given = options_given(command)
     return [o for o in cli.inputs_of(command) if o in given]
 
 
