@@ -256,11 +256,13 @@ def inputs_of(command: str) -> list[str]:
 def inputs(command: str | None, args) -> list[str]:
     """The files a command was given to read (its file options): what an error names when it has
     no file of its own (running out of memory)."""
-    found = []
-    for option in inputs_of(command) if command in COMMANDS else []:
-        value = getattr(args, option.lstrip("-").replace("-", "_"), None)
-        found += [str(v) for v in (value if isinstance(value, list) else [value]) if v]
-    return found
+    return [path for option in (inputs_of(command) if command in COMMANDS else []) for path in _given(args, option)]
+
+
+def _given(args, option: str) -> list[str]:
+    """The values `args` holds for `option`: its one value, or each of a list; none where absent."""
+    value = getattr(args, option.lstrip("-").replace("-", "_"), None)
+    return [str(v) for v in (value if isinstance(value, list) else [value]) if v]
 
 
 def paths(command: str | None, args) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
@@ -276,8 +278,7 @@ def paths(command: str | None, args) -> tuple[list[tuple[str, str, str]], list[t
     outputs, inputs = [], []
     checks = options(command) if command in COMMANDS else {}
     for option, check in {**checks, **inventory.COMMON}.items():
-        value = getattr(args, option.lstrip("-").replace("-", "_"), None)
-        for given in [str(v) for v in (value if isinstance(value, list) else [value]) if v]:
+        for given in _given(args, option):
             if check.kind in kinds:
                 outputs.append((option, given, kinds[check.kind]))
             elif check.kind in ("file", "folder", "optional file", "run folder"):
