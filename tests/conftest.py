@@ -132,6 +132,21 @@ def snakemake(*args: str, cwd: Path = ROOT, timeout: int = 300) -> subprocess.Co
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+def snakemake_study(folder: Path, target: str, configfile: Path, *more: str) -> subprocess.CompletedProcess:
+    """Snakemake's `target` of the project's Snakefile, run on 2 cores in `folder` with `configfile`."""
+    snakefile = str(ROOT / "Snakefile")
+    return snakemake(target, "-s", snakefile, "-d", str(folder), "--cores", "2", "--configfile", str(configfile), *more,
+                     timeout=900)  # fmt: skip
+
+
+def sacrebleu_cli(ref: Path, hyp: Path, *metrics: str) -> str:
+    """What sacreBLEU's own command line prints for `hyp` against `ref`: the scores alone (-b), to 6
+    digits; of `metrics` (default: BLEU), as a JSON list where there are several."""
+    chosen = ["-m", *metrics] if metrics else []
+    argv = [sys.executable, "-m", "sacrebleu", str(ref), "-i", str(hyp), *chosen, "-b", "-w", "6"]
+    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+
+
 def fresh_clone(folder: Path, copied: tuple[str, ...] = ()) -> Path:
     """`folder` laid out as a fresh clone of the repository (its files by link, no results/), where
     commands run as the README types them: `snakemake --profile profiles/demo` from the root. The

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import torch
-from conftest import ROOT, real_data
+from conftest import ROOT, real_data, sacrebleu_cli
 
 from aiayn.errors import UserError
 from aiayn.evaluation.score import bleu_scores, compound_split, paper_tokenize
@@ -161,26 +161,8 @@ def test_sacrebleu_equals_its_command_line(tmp_path):
         " ".join(line.split()[::-1]) if i % 3 == 0 else line.lower() for i, line in enumerate(lines)
     ]  # degraded output
     (tmp_path / "hyp.de").write_text("".join(h + "\n" for h in hyp), encoding="utf-8")
-    cli = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sacrebleu",
-            str(ref),
-            "-i",
-            str(tmp_path / "hyp.de"),
-            "-m",
-            "bleu",
-            "chrf",
-            "-b",
-            "-w",
-            "6",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    bleu_cli, chrf_cli = json.loads(cli.stdout)  # with -b, two metrics come as a JSON list
+    # with -b, two metrics come as a JSON list
+    bleu_cli, chrf_cli = json.loads(sacrebleu_cli(ref, tmp_path / "hyp.de", "bleu", "chrf"))
     ours = bleu_scores(hyp, lines, moses_lang="de", compound_split=True, sacrebleu_tokenize="13a")
     assert ours["sacrebleu"]["score"] == pytest.approx(bleu_cli, abs=1e-6)
     assert ours["chrf"]["score"] == pytest.approx(chrf_cli, abs=1e-6)

@@ -4,8 +4,8 @@ output name. One row per case, in the order of `aiayn.cli.COMMANDS`; a bad input
 added as a row of its command.
 
 Each case runs one command in-process (`aiayn.cli.main`, so a traceback is an exception escaping
-`main`), its argv built one way: `cmd(command, option=value, ...)` over that command's usual
-arguments (`USUAL`), a value given as a function of (world, tmp) where it is a path of either.
+`main`), its argv built one way: `cmd(command, option=value, ...)` over the arguments that work
+(tests/working.py), a value given as a function of (world, tmp) where it is a path of either.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import torch
 import toy
 import yaml
 from conftest import ROOT
+from working import arguments, prepare_world
 from world import SGM, build_world, make_tar
 
 from aiayn import cli
@@ -31,7 +32,7 @@ from aiayn.training.train import RunFiles, Trainer, run
 # -- a small world of real inputs, made once (tests/world.py) -----------------------------------------
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> Path:
-    return build_world(tmp_path_factory.mktemp("world"))
+    return prepare_world(build_world(tmp_path_factory.mktemp("world")))
 
 
 # -- how a case's argv is built ------------------------------------------------------------------------
@@ -119,114 +120,14 @@ def figures_metrics(text: str):
     return lambda w, t: write(t, "m.jsonl", text)
 
 
-# each command's usual arguments (a value: a string, or a function of (world, tmp)); None: left out
-USUAL = {
-    "resolve": {"settings": "{}", "out": lambda w, t: t / "e.json"},
-    "download": {"url": lambda w, t: f"file://{w}/a.txt", "sha256": "0" * 64, "out": lambda w, t: t / "d.tgz"},
-    "generate": {"spec": '{"kind": "translation", "sizes": {"train": 1}}', "out": lambda w, t: t / "g.tgz"},
-    "example-corpus": {"out": lambda w, t: t / "my-pair"},
-    "prepare": {
-        "corpora": '[{"archive": "a", "src": "x", "tgt": "y"}]',
-        "archives": train_archive({"x": b"one\n", "y": b"eins\n"}),
-        "src": lambda w, t: t / "train.src",
-        "tgt": lambda w, t: t / "train.tgt",
-        "report": lambda w, t: t / "report.json",
-    },
-    "prepare-eval": {
-        "spec": json.dumps(SPEC),
-        "name": "dev",
-        "archive": dev_archive({n: SGM.encode() for n in SPEC.values()}),
-        "src": lambda w, t: t / "dev.src",
-        "tgt": lambda w, t: t / "dev.tgt",
-    },
-    "prepare-treebank": {
-        "dataset": json.dumps({"task": "parsing", "treebank": None, "train_sections": ["02"]}),
-        "split": "train",
-        "src": lambda w, t: t / "w.src",
-        "tgt": lambda w, t: t / "w.tgt",
-        "gold": lambda w, t: t / "w.gold",
-    },
-    "vocab": {
-        "vocab": '{"model_type": "bpe", "size": 40, "shared": true, "input_sentence_size": 0}',
-        "train_src": lambda w, t: w / "a.txt",
-        "train_tgt": lambda w, t: w / "a.txt",
-        "out_src": lambda w, t: t / "spm.src.model",
-        "out_tgt": lambda w, t: t / "spm.tgt.model",
-    },
-    "encode": {
-        "src": lambda w, t: w / "a.txt",
-        "tgt": lambda w, t: w / "a.txt",
-        "spm_src": lambda w, t: w / "spm-a.model",
-        "spm_tgt": lambda w, t: w / "spm-a.model",
-        "out": lambda w, t: t / "x.bin",
-    },
-    "check": {
-        "settings": lambda w, t: w / "settings.json",
-        "train": lambda w, t: w / "train.bin",
-        "out": lambda w, t: t / "check.json",
-    },
-    "train": {
-        "settings": lambda w, t: w / "settings.json",
-        "train": lambda w, t: w / "train.bin",
-        "checkpoints": lambda w, t: t / "c",
-        "out": lambda w, t: t / "last.pt",
-    },
-    "average": {
-        "checkpoints": lambda w, t: w / "checkpoints",
-        "last": "2",
-        "interval": "1",
-        "final_step": "2",
-        "out": lambda w, t: t / "avg.pt",
-    },
-    "select": {
-        "candidates": candidate("c1.json"),
-        "out_model": lambda w, t: t / "last.pt",
-        "out_metrics": lambda w, t: t / "m.jsonl",
-        "record": lambda w, t: t / "selected.json",
-    },
-    "translate": {
-        "model": lambda w, t: w / "model.pt",
-        "input": lambda w, t: w / "a.txt",
-        "spm_src": lambda w, t: w / "spm-a.model",
-        "spm_tgt": lambda w, t: w / "spm-a.model",
-        "out": lambda w, t: t / "out.txt",
-    },
-    "score": {"hyp": lambda w, t: w / "ref.txt", "ref": lambda w, t: w / "ref.txt", "out": lambda w, t: t / "s.json"},
-    "tables": {
-        "table": "2",
-        "results": lambda w, t: t / "results",
-        "out_md": lambda w, t: t / "t.md",
-    },
-    "figures": {
-        "name": "x",
-        "metrics": lambda w, t: w / "metrics.jsonl",
-        "model": lambda w, t: w / "model.pt",
-        "spm_src": lambda w, t: w / "spm-a.model",
-        "dev_src": lambda w, t: w / "a.txt",
-        "curves": lambda w, t: t / "c.png",
-        "lr_plot": lambda w, t: t / "lr.png",
-        "attention": lambda w, t: t / "a.png",
-    },
-    "evalb": {"gold": lambda w, t: w / "ref.txt", "test": lambda w, t: w / "ref.txt"},
-    "params": {"config": str(ROOT / "config.yaml")},
-}
-POSITIONAL = {"evalb": ("gold", "test")}
+# where a command's cases start from other arguments than its working ones (tests/working.py)
+CHANGED = {"tables": {"table": "2", "experiments": None, "results": lambda w, t: t / "results", "out_csv": None}}
 
 
 def cmd(command: str, **options):
-    """The argv of `command`: its USUAL arguments with `options` over them (None drops one)."""
-
-    def argv(w: Path, t: Path) -> list[str]:
-        values = {**USUAL.get(command, {}), **options}
-        out = [command]
-        for key, value in values.items():
-            value = value(w, t) if callable(value) else value
-            if value is None:
-                continue
-            out += [str(value)] if key in POSITIONAL.get(command, ()) else [f"--{key.replace('_', '-')}", str(value)]
-        return out
-
-    return argv
+    """The argv of `command`: its working arguments (tests/working.py, CHANGED over them) with
+    `options` over them (None drops one)."""
+    return lambda w, t: [command, *arguments(command, w, t, **{**CHANGED.get(command, {}), **options})]
 
 
 def two_vocabularies(w: Path, t: Path) -> Path:
@@ -271,7 +172,7 @@ CASES = [
         "none.tgz: not found",
         "d.tgz",
     ),
-    Case("download: wrong checksum", cmd("download"), "config.yaml expects 0000", "d.tgz"),
+    Case("download: wrong checksum", cmd("download", sha256="0" * 64), "config.yaml expects 0000", "d.tgz"),
     Case("download: wrong size", cmd("download", size="5"), "config.yaml expects 5", "d.tgz"),
     Case(
         "download: unreachable server",
@@ -396,12 +297,18 @@ CASES = [
         "dev.src",
     ),
     # -- prepare-treebank ------------------------------------------------------------------------------
-    Case("prepare-treebank: no treebank set", cmd("prepare-treebank"), "treebank is not set", "w.src"),
+    Case(
+        "prepare-treebank: no treebank set",
+        cmd("prepare-treebank", treebank_archive=None),
+        "treebank is not set",
+        "w.src",
+    ),
     Case(
         "prepare-treebank: treebank folder missing",
         cmd(
             "prepare-treebank",
             dataset=lambda w, t: json.dumps({"task": "parsing", "treebank": str(t / "ptb"), "train_sections": ["02"]}),
+            treebank_archive=None,
         ),
         "ptb",
         "w.src",
@@ -533,14 +440,14 @@ CASES = [
     ),
     Case(
         "average: empty folder",
-        cmd("average", checkpoints=lambda w, t: (t / "ck").mkdir(exist_ok=True) or t / "ck"),
+        cmd("average", checkpoints=lambda w, t: (t / "ck").mkdir(exist_ok=True) or t / "ck", last="2", interval="1"),
         "0 step checkpoint(s) every 1 updates, 2 are to be averaged",
         "avg.pt",
     ),
     Case("average: folder missing", cmd("average", checkpoints=lambda w, t: t / "none"), "none", "avg.pt"),
     # -- select --------------------------------------------------------------------------------------
     Case("select: candidates not JSON", cmd("select", candidates="{"), "--candidates is not valid JSON", "last.pt"),
-    Case("select: a candidate's score missing", cmd("select"), "c1.json", "last.pt"),
+    Case("select: a candidate's score missing", cmd("select", candidates=candidate("c1.json")), "c1.json", "last.pt"),
     # -- translate -----------------------------------------------------------------------------------
     Case(
         "translate: vocabularies of another dataset",
@@ -603,7 +510,7 @@ CASES = [
         "empty.txt: no lines to score",
         "s.json",
     ),
-    Case("score: line counts differ", cmd("score", hyp=lambda w, t: w / "a.txt"), "lines", "s.json"),
+    Case("score: line counts differ", cmd("score", ref=lambda w, t: w / "ref.txt"), "lines", "s.json"),
     Case("score: missing hypothesis", cmd("score", hyp=lambda w, t: t / "no.txt"), "no.txt", "s.json"),
     Case("score: scoring not JSON", cmd("score", scoring="["), "--scoring is not valid JSON", "s.json"),
     Case("score: expected lines differ", cmd("score", expect_lines="3003"), "the test set has 3003", "s.json"),

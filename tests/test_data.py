@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
-from conftest import ROOT, real_data
+from conftest import ROOT, real_data, snakemake_study
 from wmt_fixtures import Server, make_tar, sha256
 
 from aiayn.data import binary, vocab
@@ -346,25 +344,7 @@ def test_data_stages_of_the_dag_against_a_local_server(tmp_path):
     with Server(root) as server:
         config["mirror"] = server.url
         (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-        run = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "snakemake",
-                "data",
-                "-s",
-                str(ROOT / "Snakefile"),
-                "-d",
-                str(tmp_path),
-                "--cores",
-                "2",
-                "--configfile",
-                str(tmp_path / "config.yaml"),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
+        run = snakemake_study(tmp_path, "data", tmp_path / "config.yaml")
     assert run.returncode == 0, run.stderr[-4000:]
     data = tmp_path / "results/data/wmt14-en-de"
     report = json.loads((data / "train.report.json").read_text())

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 import toy
 from conftest import ROOT
-from working import NO_OUTPUT, SAME_BYTES, WORKING, argv, outputs, prepare_world, sha
+from working import NO_OUTPUT, SAME_BYTES, WORKING, argv, options_given, outputs, prepare_world, sha
 from world import build_world
 
-from aiayn import cli, inventory
+from aiayn import cli
 from aiayn.errors import EXIT_INTERRUPTED, EXIT_USER, Stopped, explain
 
 
@@ -267,8 +267,8 @@ def test_an_output_that_is_not_a_file_is_refused_in_one_line_or_written_through(
 
 def input_options(command: str) -> list[str]:
     """The options of `command` naming a file it reads (the inventory's), as WORKING gives them."""
-    given = set(WORKING[command][0].__code__.co_consts)  # the option strings its arguments hold
-    return [o for o in inventory.inputs_of(command) if o in given]
+    given = options_given(command)
+    return [o for o in cli.inputs_of(command) if o in given]
 
 
 INPUT_CASES = [(c, o) for c in sorted(WORKING) for o in input_options(c)]

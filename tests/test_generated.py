@@ -62,7 +62,7 @@ def world(tmp_path_factory) -> Path:
 
 
 # -- number options ----------------------------------------------------------------------------------
-NUMBERS = [(c, o) for c, checks in inventory.COMMANDS.items() for o, check in checks.items() if check.kind == "number"]
+NUMBERS = [(c, o) for c in cli.COMMANDS for o, check in cli.options(c).items() if check.kind == "number"]
 NUMBER_TEXT = st.one_of(
     st.integers(-(10**20), 10**20).map(str),
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
@@ -96,8 +96,8 @@ def test_a_number_option_takes_what_its_bounds_allow_and_names_itself_otherwise(
 # -- JSON options ------------------------------------------------------------------------------------
 JSON_OPTIONS = [
     (c, o, check.kind, check.what)
-    for c, checks in inventory.COMMANDS.items()
-    for o, check in checks.items()
+    for c in cli.COMMANDS
+    for o, check in cli.options(c).items()
     if check.kind in ("settings", "settings list")
 ]
 JSON_VALUES = st.recursive(

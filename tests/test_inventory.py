@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, command_options
 
-from aiayn import inventory
+from aiayn import cli, inventory
 from aiayn.cli import COMMANDS
 from aiayn.study import config as cfg
 
@@ -37,17 +37,18 @@ def schema_kinds(what: str) -> list[str]:
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_every_option_of_every_command_is_in_the_inventory(command):
-    assert command in inventory.COMMANDS, f"{command} has no entry in aiayn.inventory.COMMANDS"
+    """Each argument argparse knows (read from argparse's own list) has its check (aiayn.cli.options:
+    its `type`, a number's bounds, its choices, a flag)."""
     given = set(command_options(command))
-    listed = set(inventory.COMMANDS[command]) | set(inventory.COMMON)
-    assert given - listed == set(), f"{command}: options without a check in aiayn.inventory"
+    listed = set(cli.options(command)) | set(inventory.COMMON)
+    assert given - listed == set(), f"{command}: options without a check (an aiayn.inventory.Check as its type)"
     assert listed - given == set(), f"{command}: the inventory lists options the command does not have"
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_every_check_the_inventory_names_exists(command):
     actions = command_options(command)
-    for option, check in {**inventory.COMMANDS[command], **inventory.COMMON}.items():
+    for option, check in {**cli.options(command), **inventory.COMMON}.items():
         action = actions[option]
         if check.kind == "file":
             assert callable(resolve(inventory.FILE_KINDS[check.what])), (option, check)
@@ -75,11 +76,11 @@ def test_every_json_option_goes_through_the_schema():
         command = path.stem.replace("_", "-")
         text = path.read_text()
         for option in re.findall(r'load_json\(args\.\w+, "(--[\w-]+)"', text):  # JSON read without settings():
-            check = inventory.COMMANDS[command][option]  # then its checker must be named
+            check = cli.options(command)[option]  # then its checker must be named
             assert check.kind in ("experiment settings", "text"), f"{command} {option} reads JSON unchecked"
         found = re.findall(r'settings(?:_list)?\(args\.\w+, "(--[\w-]+)", (\([^)]*\)|"[^"]*")', text)
         calls = {option: "+".join(re.findall(r'"([\w]+)"', kinds)) for option, kinds in found}
-        for option, check in inventory.COMMANDS[command].items():
+        for option, check in cli.options(command).items():
             if check.kind in ("settings", "settings list"):
                 assert option in calls, f"{command} {option}: not read through settings()"
                 assert calls[option] == check.what, (command, option, calls[option])
@@ -104,7 +105,7 @@ def test_every_value_on_a_rule_s_shell_line_is_bound_to_a_check_and_quoted(rule,
     """Each {value} of a shell line is an option's value (`--option {value:q}`: the option's check),
     a value that carries its option with it, or one of the inventory's SHELL_VALUES; every one is
     quoted but the launcher (a command prefix built by aiayn.study.launch from whole numbers)."""
-    assert command in inventory.COMMANDS, f"rule {rule} runs no command of the inventory"
+    assert command in COMMANDS, f"rule {rule} runs no command of the inventory"
     unbound = []
     for m in re.finditer(r"(?:(--[\w-]+)\s+)?\{([\w.]+)(?::(\w+))?\}", line):
         option, value, fmt = m.groups()
@@ -114,10 +115,10 @@ def test_every_value_on_a_rule_s_shell_line_is_bound_to_a_check_and_quoted(rule,
         if fmt != "q":
             unbound.append(f"{{{value}}} is not quoted")
         elif option:
-            if option not in {**inventory.COMMANDS[command], **inventory.COMMON}:
+            if option not in {**cli.options(command), **inventory.COMMON}:
                 unbound.append(f"{option} {{{value}}}: {command} has no such option in the inventory")
         elif value in inventory.OPTION_LISTS:
-            if inventory.OPTION_LISTS[value] not in inventory.COMMANDS[command]:
+            if inventory.OPTION_LISTS[value] not in cli.options(command):
                 unbound.append(f"{{{value}}}: carries {inventory.OPTION_LISTS[value]}, not an option of {command}")
         elif value not in inventory.SHELL_VALUES:
             unbound.append(f"{{{value}}}: neither an option's value nor in aiayn.inventory.SHELL_VALUES")
@@ -151,5 +152,5 @@ def test_every_environment_variable_read_is_in_the_inventory():
 
 def test_every_file_kind_has_a_reader_and_every_reader_is_used():
     assert all(callable(resolve(reader)) for reader in inventory.FILE_KINDS.values())
-    used = {c.what for checks in inventory.COMMANDS.values() for c in checks.values() if c.kind == "file"}
+    used = {c.what for command in COMMANDS for c in cli.options(command).values() if c.kind == "file"}
     assert used <= set(inventory.FILE_KINDS)

@@ -106,19 +106,17 @@ START = {
 }
 
 
+def progress(*, wall: float) -> dict:
+    """metrics.jsonl's progress record of update 2, `wall` seconds into the run."""
+    return {"step": 2, "loss": 1.0, "lr": 1e-3, "tgt_tokens_per_s": 1.0, "tgt_tokens_per_update": 5,
+            "flops_per_update": 1.0, "wall": wall}  # fmt: skip
+
+
 def test_a_torn_last_line_is_dropped_by_every_reader(tmp_path):
     path = records(
         tmp_path / "m.jsonl",
         START,
-        {
-            "step": 2,
-            "loss": 1.0,
-            "lr": 1e-3,
-            "tgt_tokens_per_s": 1.0,
-            "tgt_tokens_per_update": 5,
-            "flops_per_update": 1.0,
-            "wall": 3600.0,
-        },
+        progress(wall=3600.0),
         torn='{"step": 4, "lo',
     )
     assert [r["step"] for r in metrics.read(path).progress] == [2]
@@ -194,15 +192,7 @@ def test_a_stop_is_recorded_and_ends_that_jobs_hours(tmp_path):
     path = records(
         tmp_path / "m.jsonl",
         START,
-        {
-            "step": 2,
-            "loss": 1.0,
-            "lr": 1e-3,
-            "tgt_tokens_per_s": 1.0,
-            "tgt_tokens_per_update": 5,
-            "flops_per_update": 1.0,
-            "wall": 1800.0,
-        },
+        progress(wall=1800.0),
         {"event": "stop", "step": 3, "reason": "stop signal (SIGTERM)", "wall": 3600.0},
         {**START, "step": 3, "wall": 10000.0},  # the requeued job, hours later
         {

@@ -13,47 +13,23 @@ import sys
 from pathlib import Path
 
 import pytest
-from working import EXPORT, WORKING, prepare_world
+from working import WORKING, arguments, options_given, prepare_world
 from world import build_world
 
 from aiayn import cli, inventory
 from aiayn.io import LEFTOVER, OUTPUT_MARK
 
-COMMANDS = {**WORKING, "export": EXPORT}
+COMMANDS = sorted({*WORKING, "export"})
 OUTPUT_KINDS = {"output", "output folder", "output appended"}
 INPUT_KINDS = {"file", "folder", "run folder", "optional file"}
 
 
 def checks(command: str) -> dict:
-    return {**inventory.COMMANDS[command], **inventory.COMMON}
+    return {**cli.options(command), **inventory.COMMON}
 
 
 def given(command: str, w: Path, o: Path) -> list[str]:
-    return [str(a) for a in COMMANDS[command][0](w, o)]
-
-
-def options_given(command: str) -> set[str]:
-    """The options the working arguments of `command` give (tests/working.py, read as source: they
-    need the world's files to be called)."""
-    import ast
-
-    from conftest import ROOT
-
-    tree = ast.parse((ROOT / "tests" / "working.py").read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Dict):
-            for key, value in zip(node.keys, node.values):
-                if isinstance(key, ast.Constant) and key.value == command:
-                    return {
-                        n.value
-                        for n in ast.walk(value)
-                        if isinstance(n, ast.Constant) and str(n.value).startswith("--")
-                    }
-        if isinstance(node, ast.Assign) and command == "export" and ast.unparse(node.targets[0]) == "EXPORT":
-            return {
-                n.value for n in ast.walk(node.value) if isinstance(n, ast.Constant) and str(n.value).startswith("--")
-            }
-    raise AssertionError(f"tests/working.py gives no arguments of {command}")
+    return arguments(command, w, o)
 
 
 def cases() -> list[tuple[str, str, str, str]]:

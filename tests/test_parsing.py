@@ -8,7 +8,7 @@ import sys
 import zipfile
 
 import pytest
-from conftest import ROOT, real_data, squeeze, tiny_demo_config
+from conftest import ROOT, real_data, snakemake_study, squeeze, tiny_demo_config
 
 from aiayn.parsing.evalb import evalb, read_tree, score_parses, score_sentence
 from aiayn.parsing.trees import delinearize, linearize, parse_trees, preprocess, read_sections, restore, with_top
@@ -198,22 +198,7 @@ def test_tiny_parsing_run_through_the_dag_on_the_sample(sample, tmp_path):
     }
     config["baselines"] = False
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(config))
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "table4",
-        "-s",
-        str(ROOT / "Snakefile"),
-        "-d",
-        str(tmp_path),
-        "--cores",
-        "2",
-        "--configfile",
-        str(tmp_path / "study.yaml"),
-        "--replace-workflow-config",
-    ]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    run = snakemake_study(tmp_path, "table4", tmp_path / "study.yaml", "--replace-workflow-config")
     assert run.returncode == 0, run.stderr[-4000:]
     import json
 

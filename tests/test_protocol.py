@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import real_data
+from conftest import real_data, sacrebleu_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -370,23 +370,8 @@ def test_a_byte_order_mark_is_scored_as_sacrebleus_command_line_scores_it_and_sa
         scoring=SCORING,
         log=logged.append,
     )
-    cli = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sacrebleu",
-            str(ROUND4 / "bom.ref.de"),
-            "-i",
-            str(ROUND4 / "bom.hyp.de"),
-            "-b",
-            "-w",
-            "6",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert s["sacrebleu"]["score"] == pytest.approx(float(cli.stdout), abs=1e-6)
+    bleu_cli = float(sacrebleu_cli(ROUND4 / "bom.ref.de", ROUND4 / "bom.hyp.de"))
+    assert s["sacrebleu"]["score"] == pytest.approx(bleu_cli, abs=1e-6)
     stripped = bleu_scores(lines(ROUND4 / "bom.hyp.de"), lines(ROUND4 / "bom.ref.de"), **SCORING)
     assert stripped["sacrebleu"]["score"] != s["sacrebleu"]["score"]  # the mark does count
     assert [m for m in logged if "byte-order mark" in m] == [

@@ -16,15 +16,15 @@ from conftest import ROOT
 from working import argv, prepare_world
 from world import build_world
 
-from aiayn import cli, inventory
+from aiayn import cli
 from aiayn.study import config as cfg
 
 # command, option, the schema's settings it holds (kinds): every JSON option the inventory binds to
 # settings of the schema with keys of their own (aiayn.inventory)
 OPTIONS = [
     (command, option, tuple(check.what.split("+")))
-    for command, checks in inventory.COMMANDS.items()
-    for option, check in checks.items()
+    for command in cli.COMMANDS
+    for option, check in cli.options(command).items()
     if check.kind == "settings" and "properties" in cfg.definition(*check.what.split("+"))
 ]
 EXPERIMENT_PARTS = {"model": "model", "train": "train", "vocab": "vocab"}  # experiment.json (resolve, train)

@@ -1,8 +1,10 @@
-"""Arguments that work, for every command that writes a file (`WORKING`): what the fault and
-settings tests give each command before they change one thing."""
+"""Arguments that work, for every command (`ARGS`; `WORKING`: those of the commands that write a
+file): what the fault, settings, output and bad-input tests give each command before they change
+one thing."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -11,6 +13,7 @@ import toy
 from conftest import ROOT
 from world import SGM, make_tar
 
+from aiayn import cli
 from aiayn.data import generate
 from aiayn.data.generate import EXAMPLE_FILES
 from aiayn.io import OUTPUT_MARK
@@ -30,275 +33,190 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-# command -> (its arguments, given the world and the output folder o; the options that are outputs)
-WORKING = {
-    "resolve": (lambda w, o: ["--settings", json.dumps(toy.settings()), "--out", o / "e.json"], ["--out"]),
-    "download": (
-        lambda w, o: ["--url", f"file://{w}/a.txt", "--sha256", sha(w / "a.txt"), "--out", o / "d.tgz"],
-        ["--out"],
-    ),
-    "generate": (
-        lambda w, o: ["--spec", '{"kind": "translation", "sizes": {"train": 30, "dev": 5}}', "--out", o / "g.tgz"],
-        ["--out"],
-    ),
-    # a folder of files: each named as "option/file"
-    "example-corpus": (
-        lambda w, o: ["--out", o / "my-pair", "--train", "30", "--dev", "5", "--test", "5"],
-        [f"--out/{name}" for pair in EXAMPLE_FILES.values() for name in pair],
-    ),
-    "prepare": (
-        lambda w, o: [
-            "--corpora",
-            '[{"archive": "a", "src": "x", "tgt": "y"}]',
-            "--archives",
-            json.dumps({"a": str(w / "corpus.tgz")}),
-            "--src",
-            o / "t.src",
-            "--tgt",
-            o / "t.tgt",
-            "--report",
-            o / "r.json",
-        ],  # fmt: skip
-        ["--src", "--tgt", "--report"],
-    ),
-    "prepare-eval": (
-        lambda w, o: [
-            "--spec",
-            '{"src": "dev.xx.sgm", "tgt": "dev.yy.sgm"}',
-            "--name",
-            "dev",
-            "--archive",
-            w / "dev.tgz",
-            "--src",
-            o / "d.src",
-            "--tgt",
-            o / "d.tgt",
-        ],  # fmt: skip
-        ["--src", "--tgt"],
-    ),
-    "prepare-treebank": (
-        lambda w, o: [
-            "--dataset",
-            '{"task": "parsing", "train_sections": ["02"]}',
-            "--split",
-            "train",
-            "--treebank-archive",
-            w / "treebank.tgz",
-            "--src",
-            o / "w.src",
-            "--tgt",
-            o / "w.tgt",
-            "--gold",
-            o / "w.gold",
-        ],  # fmt: skip
-        ["--src", "--tgt", "--gold"],
-    ),
-    "vocab": (
-        lambda w, o: [
-            "--vocab",
-            '{"size": 40, "input_sentence_size": 0}',
-            "--train-src",
-            w / "a.txt",
-            "--train-tgt",
-            w / "a.txt",
-            "--out-src",
-            o / "s.model",
-            "--out-tgt",
-            o / "t.model",
-        ],  # fmt: skip
-        ["--out-src", "--out-tgt"],
-    ),
-    "vocab-info": (
-        lambda w, o: [
-            "--vocab",
-            '{"size": 60}',
-            "--spm-src",
-            w / "spm-a.model",
-            "--spm-tgt",
-            w / "spm-a.model",
-            "--train-src",
-            w / "a.txt",
-            "--train-tgt",
-            w / "a.txt",
-            "--out",
-            o / "v.json",
-        ],  # fmt: skip
-        ["--out"],
-    ),
-    "encode": (
-        lambda w, o: [
-            "--src",
-            w / "a.txt",
-            "--tgt",
-            w / "a.txt",
-            "--spm-src",
-            w / "spm-a.model",
-            "--spm-tgt",
-            w / "spm-a.model",
-            "--out",
-            o / "x.bin",
-        ],  # fmt: skip
-        ["--out"],
-    ),
-    "check": (
-        lambda w, o: ["--settings", w / "settings.json", "--train", w / "train.bin", "--out", o / "check.json"],
-        ["--out"],
-    ),
-    "train": (
-        lambda w, o: [
-            "--settings",
-            w / "settings.json",
-            "--train",
-            w / "train.bin",
-            "--checkpoints",
-            o / "checkpoints",
-            "--out",
-            o / "checkpoints" / "last.pt",
-        ],  # fmt: skip
-        ["--out"],
-    ),
-    "average": (
-        lambda w, o: [
-            "--checkpoints",
-            w / "checkpoints",
-            "--last",
-            "1",
-            "--interval",
-            "4",
-            "--final-step",
-            "2",
-            "--out",
-            o / "avg.pt",
-            "--record",
-            o / "avg.json",
-        ],  # fmt: skip
-        ["--out", "--record"],
-    ),
-    "select": (
-        lambda w, o: [
-            "--candidates",
-            json.dumps(
-                [
-                    {
-                        "name": "c",
-                        "setting": {},
-                        "score": str(w / "score.json"),
-                        "model": str(w / "model.pt"),
-                        "metrics": str(w / "metrics.jsonl"),
-                    }
-                ]
-            ),
-            "--out-model",
-            o / "last.pt",
-            "--out-metrics",
-            o / "m.jsonl",
-            "--record",
-            o / "sel.json",
-        ],
-        ["--out-model", "--out-metrics", "--record"],
-    ),  # fmt: skip
-    "translate": (
-        lambda w, o: [
-            "--model",
-            w / "model.pt",
-            "--input",
-            w / "ref.txt",
-            "--spm-src",
-            w / "spm-a.model",
-            "--spm-tgt",
-            w / "spm-a.model",
-            "--out",
-            o / "out.txt",
-        ],  # fmt: skip
-        ["--out"],
-    ),
-    "score": (lambda w, o: ["--hyp", w / "a.txt", "--ref", w / "a.txt", "--out", o / "s.json"], ["--out"]),
-    "table1": (
-        lambda w, o: [
-            "--settings",
-            '{"d_model": 16, "n": [8, 16], "d": [8, 16], "r": 2, "path_n": [8], "repeats": 1}',
-            "--out-md",
-            o / "t1.md",
-            "--out-csv",
-            o / "t1.csv",
-            "--out-html",
-            o / "t1.html",
-            "--figure",
-            o / "t1.png",
-        ],  # fmt: skip
-        ["--out-md", "--out-csv", "--out-html", "--figure"],
-    ),
-    "tables": (
-        lambda w, o: [
-            "--table",
-            "3",
-            "--experiments",
-            "[]",
-            "--results",
-            w,
-            "--out-md",
-            o / "t.md",
-            "--out-csv",
-            o / "t.csv",
-        ],  # fmt: skip
-        ["--out-md", "--out-csv"],
-    ),
-    "figures": (
-        lambda w, o: [
-            "--name",
-            "x",
-            "--metrics",
-            w / "metrics.jsonl",
-            "--model",
-            w / "model.pt",
-            "--spm-src",
-            w / "spm-a.model",
-            "--dev-src",
-            w / "a.txt",
-            "--curves",
-            o / "c.png",
-            "--lr-plot",
-            o / "lr.png",
-            "--attention",
-            o / "a.png",
-            "--spm-tgt",
-            w / "spm-a.model",
-            "--dev-tgt",
-            w / "a.txt",
-            "--cross-attention",
-            o / "x.png",
-            "--diagonal",
-            o / "d.json",
-        ],  # fmt: skip
-        ["--curves", "--lr-plot", "--attention", "--cross-attention", "--diagonal"],
-    ),
-    "plan": (
-        lambda w, o: ["--config", ROOT / "config.yaml", "--gpu-model", "H100", "--gpus", "8", "--out", o / "plan.md"],
-        ["--out"],
-    ),
+def world(name: str):
+    return lambda w, o: w / name
+
+
+def out(name: str):
+    return lambda w, o: o / name
+
+
+# each command's arguments that work (an option by its name as a keyword, a value: a string, or a
+# function of the world w and the output folder o): what the fault, settings, output and bad-input
+# tests give each command before they change one thing
+ARGS = {
+    "resolve": {"settings": json.dumps(toy.settings()), "out": out("e.json")},
+    "download": {"url": lambda w, o: f"file://{w}/a.txt", "sha256": lambda w, o: sha(w / "a.txt"), "out": out("d.tgz")},
+    "generate": {"spec": '{"kind": "translation", "sizes": {"train": 30, "dev": 5}}', "out": out("g.tgz")},
+    "example-corpus": {"out": out("my-pair"), "train": "30", "dev": "5", "test": "5"},
+    "prepare": {
+        "corpora": '[{"archive": "a", "src": "x", "tgt": "y"}]',
+        "archives": lambda w, o: json.dumps({"a": str(w / "corpus.tgz")}),
+        "src": out("train.src"),
+        "tgt": out("train.tgt"),
+        "report": out("report.json"),
+    },
+    "prepare-eval": {
+        "spec": '{"src": "dev.xx.sgm", "tgt": "dev.yy.sgm"}',
+        "name": "dev",
+        "archive": world("dev.tgz"),
+        "src": out("dev.src"),
+        "tgt": out("dev.tgt"),
+    },
+    "prepare-treebank": {
+        "dataset": '{"task": "parsing", "train_sections": ["02"]}',
+        "split": "train",
+        "treebank_archive": world("treebank.tgz"),
+        "src": out("w.src"),
+        "tgt": out("w.tgt"),
+        "gold": out("w.gold"),
+    },
+    "vocab": {
+        "vocab": '{"size": 40, "input_sentence_size": 0}',
+        "train_src": world("a.txt"),
+        "train_tgt": world("a.txt"),
+        "out_src": out("spm.src.model"),
+        "out_tgt": out("spm.tgt.model"),
+    },
+    "vocab-info": {
+        "vocab": '{"size": 60}',
+        "spm_src": world("spm-a.model"),
+        "spm_tgt": world("spm-a.model"),
+        "train_src": world("a.txt"),
+        "train_tgt": world("a.txt"),
+        "out": out("v.json"),
+    },
+    "encode": {
+        "src": world("a.txt"),
+        "tgt": world("a.txt"),
+        "spm_src": world("spm-a.model"),
+        "spm_tgt": world("spm-a.model"),
+        "out": out("x.bin"),
+    },
+    "check": {"settings": world("settings.json"), "train": world("train.bin"), "out": out("check.json")},
+    "train": {
+        "settings": world("settings.json"),
+        "train": world("train.bin"),
+        "checkpoints": out("c"),
+        "out": out("last.pt"),
+    },  # fmt: skip
+    "average": {
+        "checkpoints": world("checkpoints"),
+        "last": "1",
+        "interval": "4",
+        "final_step": "2",
+        "out": out("avg.pt"),
+        "record": out("avg.json"),
+    },  # fmt: skip
+    "select": {
+        "candidates": lambda w, o: json.dumps(
+            [
+                {
+                    "name": "c",
+                    "setting": {},
+                    "score": str(w / "score.json"),
+                    "model": str(w / "model.pt"),
+                    "metrics": str(w / "metrics.jsonl"),
+                }
+            ]
+        ),
+        "out_model": out("last.pt"),
+        "out_metrics": out("m.jsonl"),
+        "record": out("selected.json"),
+    },
+    "translate": {
+        "model": world("model.pt"),
+        "input": world("ref.txt"),
+        "spm_src": world("spm-a.model"),
+        "spm_tgt": world("spm-a.model"),
+        "out": out("out.txt"),
+    },
+    "score": {"hyp": world("a.txt"), "ref": world("a.txt"), "out": out("s.json")},
+    "table1": {
+        "settings": '{"d_model": 16, "n": [8, 16], "d": [8, 16], "r": 2, "path_n": [8], "repeats": 1}',
+        "out_md": out("t1.md"),
+        "out_csv": out("t1.csv"),
+        "out_html": out("t1.html"),
+        "figure": out("t1.png"),
+    },
+    "tables": {
+        "table": "3",
+        "experiments": "[]",
+        "results": lambda w, o: w,
+        "out_md": out("t.md"),
+        "out_csv": out("t.csv"),
+    },  # fmt: skip
+    "figures": {
+        "name": "x",
+        "metrics": world("metrics.jsonl"),
+        "model": world("model.pt"),
+        "spm_src": world("spm-a.model"),
+        "dev_src": world("a.txt"),
+        "curves": out("c.png"),
+        "lr_plot": out("lr.png"),
+        "attention": out("a.png"),
+        "spm_tgt": world("spm-a.model"),
+        "dev_tgt": world("a.txt"),
+        "cross_attention": out("x.png"),
+        "diagonal": out("d.json"),
+    },
+    # export takes settings too (--decode), read before it needs its extra
+    "export": {
+        "model": world("model.pt"),
+        "spm_src": world("spm-a.model"),
+        "spm_tgt": world("spm-a.model"),
+        "out": out("hf"),
+    },  # fmt: skip
+    "evalb": {"gold": world("ref.txt"), "test": world("ref.txt")},
+    "params": {"config": str(ROOT / "config.yaml")},
+    "plan": {"config": str(ROOT / "config.yaml"), "gpu_model": "H100", "gpus": "8", "out": out("plan.md")},
 }
+POSITIONAL = {"evalb": ("gold", "test")}
+NO_OUTPUT = {"evalb", "params", "export"}  # export: tests/test_export.py (it needs the export extra)
+
+
+def option(command: str, key: str) -> str:
+    """How an argument of ARGS is given: `--key-as-typed`, or a positional argument's name."""
+    return key if key in POSITIONAL.get(command, ()) else f"--{key.replace('_', '-')}"
+
+
+def arguments(command: str, w: Path, o: Path, **changes) -> list[str]:
+    """The argv of `command` (without its name): its ARGS with `changes` over them (None drops one)."""
+    found = []
+    for key, value in {**ARGS[command], **changes}.items():
+        value = value(w, o) if callable(value) else value
+        if value is not None:
+            found += [str(value)] if key in POSITIONAL.get(command, ()) else [option(command, key), str(value)]
+    return found
+
+
+def options_given(command: str) -> set[str]:
+    """The options (and positional arguments) the working arguments of `command` give."""
+    return {option(command, key) for key in ARGS[command]}
+
+
+def output_options(command: str) -> list[str]:
+    """The outputs of `command`'s working arguments (the inventory's): each option, or "option/file"
+    for a file of the folder it writes whole (example-corpus's)."""
+    checks, found = cli.options(command), []
+    for given in map(functools.partial(option, command), ARGS[command]):
+        kind = checks[given].kind if given in checks else ""
+        if kind == "output":
+            found.append(given)
+        elif kind == "output folder":
+            found += [f"{given}/{name}" for pair in EXAMPLE_FILES.values() for name in pair]
+    return found
+
+
+# command -> (its arguments, given the world and the output folder o; the options that are outputs)
+WORKING = {c: (functools.partial(arguments, c), output_options(c)) for c in ARGS if c not in NO_OUTPUT}
 # what runs twice gives the same bytes (training, averaging and timing give the same model or table,
 # not the same file: a checkpoint names its temporary file inside, Table 1 holds times)
 SAME_BYTES = set(WORKING) - {"train", "average", "table1"}
-NO_OUTPUT = {"evalb", "params", "export"}  # export: tests/test_export.py (it needs the export extra)
-# export takes settings too (--decode), read before it needs its extra
-EXPORT = (
-    lambda w, o: [
-        "--model",
-        w / "model.pt",
-        "--spm-src",
-        w / "spm-a.model",
-        "--spm-tgt",
-        w / "spm-a.model",
-        "--out",
-        o / "hf",
-    ],  # fmt: skip
-    ["--out"],
-)
 
 
 def argv(command: str, w: Path, o: Path) -> list[str]:
-    return [command, *map(str, (EXPORT if command == "export" else WORKING[command])[0](w, o))]
+    return [command, *arguments(command, w, o)]
 
 
 def outputs(command: str, w: Path, o: Path, *, marked: bool = False) -> list[Path]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
 import os
 import signal
@@ -26,12 +27,13 @@ import threading
 from pathlib import Path
 from typing import Iterator, MutableMapping, TextIO
 
-from aiayn import commands, described
+from aiayn import commands, described, inventory
 from aiayn.errors import EXIT_USER, Stopped, UserError, explain, note_stop, one_line, pending_stop, take_stop
+from aiayn.inventory import Check
 from aiayn.io import appendable
 
-# command -> module defining `add_arguments(parser)` and `run(args)`; imported only when called,
-# so a step's environment needs only the packages of its own command.
+# command -> module defining `add_arguments(add)` (its parser's add_argument) and `run(args)`; imported
+# only when called, so a step's environment needs only the packages of its own command.
 COMMANDS = {
     "resolve": ("aiayn.commands.resolve", "write the resolved settings of one experiment"),
     "download": ("aiayn.commands.download", "download one archive, resuming and checking its sha256"),
@@ -191,7 +193,16 @@ def log_to(path: str) -> Iterator[TextIO]:
 
 class _Parser(argparse.ArgumentParser):
     """argparse's parser, but a help text that cannot be written (`--help > /dev/full`, `| head -1`)
-    fails as any other write to stdout does (argparse drops the error and exits 0)."""
+    fails as any other write to stdout does (argparse drops the error and exits 0); it keeps its
+    arguments (`arguments`), where `options` reads their checks."""
+
+    def __init__(self, *args, **kwargs):
+        self.arguments = []
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args, **kwargs):
+        self.arguments.append(super().add_argument(*args, **kwargs))
+        return self.arguments[-1]
 
     def _print_message(self, message, file=None):
         if message:
@@ -199,10 +210,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser of every command, with the arguments of `command` (only its module is imported)."""
+    """The parser of every command, with the arguments of `command` (only its module is imported);
+    its `commands`: each command's own parser."""
     parser = _Parser(prog="python -m aiayn", description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"aiayn {described()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="<command>")
+    parser.commands = sub.choices
     for name, (module, help_) in COMMANDS.items():
         # allow_abbrev=False: an option is typed whole (`--lr` is not `--lr-plot`)
         cmd = sub.add_parser(name, help=help_, description=help_, allow_abbrev=False)
@@ -212,7 +225,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             help="append stdout to FILE as well and stderr to FILE only (a rule's log; progress stays on stdout)",
         )
         if name == command:
-            importlib.import_module(module).add_arguments(cmd)
+            importlib.import_module(module).add_arguments(cmd.add_argument)
         cmd.set_defaults(_module=module)
     return parser
 
@@ -222,16 +235,34 @@ def _stop(signum, frame) -> None:
     raise Stopped(signum)
 
 
-def inputs(command: str | None, args) -> list[str]:
-    """The files a command was given to read (the inventory's file options): what an error names
-    when it has no file of its own (running out of memory)."""
-    from aiayn import inventory
-
-    found = []
-    for option in inventory.inputs_of(command) if command in inventory.COMMANDS else []:
-        value = getattr(args, option.lstrip("-").replace("-", "_"), None)
-        found += [str(v) for v in (value if isinstance(value, list) else [value]) if v]
+@functools.cache
+def options(command: str) -> dict[str, Check]:
+    """Each argument of `command` that has a check (an option by its name, a positional one by its
+    dest) -> that check (`aiayn.inventory.check_of`), read off the command's parser; --log-to aside
+    (`aiayn.inventory.COMMON`). tests/test_inventory.py fails on an argument without one."""
+    found = {}
+    for action in build_parser(command).commands[command].arguments:
+        name = action.option_strings[0] if action.option_strings else action.dest
+        if name not in inventory.COMMON and (check := inventory.check_of(action)) is not None:
+            found[name] = check
     return found
+
+
+def inputs_of(command: str) -> list[str]:
+    """The options of `command` that name files it reads."""
+    return [option for option, check in options(command).items() if check.kind == "file"]
+
+
+def inputs(command: str | None, args) -> list[str]:
+    """The files a command was given to read (its file options): what an error names when it has
+    no file of its own (running out of memory)."""
+    return [path for option in (inputs_of(command) if command in COMMANDS else []) for path in _given(args, option)]
+
+
+def _given(args, option: str) -> list[str]:
+    """The values `args` holds for `option`: its one value, or each of a list; none where absent."""
+    value = getattr(args, option.lstrip("-").replace("-", "_"), None)
+    return [str(v) for v in (value if isinstance(value, list) else [value]) if v]
 
 
 def paths(command: str | None, args) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
@@ -241,14 +272,13 @@ def paths(command: str | None, args) -> tuple[list[tuple[str, str, str]], list[t
     function derives from other options or defaults (`aiayn.inventory.DERIVED`)."""
     import json
 
-    from aiayn import inventory
     from aiayn.study.config import paths_in
 
     kinds = {"output": "file", "output folder": "folder", "output appended": "appended"}
     outputs, inputs = [], []
-    for option, check in {**inventory.COMMANDS.get(command, {}), **inventory.COMMON}.items():
-        value = getattr(args, option.lstrip("-").replace("-", "_"), None)
-        for given in [str(v) for v in (value if isinstance(value, list) else [value]) if v]:
+    checks = options(command) if command in COMMANDS else {}
+    for option, check in {**checks, **inventory.COMMON}.items():
+        for given in _given(args, option):
             if check.kind in kinds:
                 outputs.append((option, given, kinds[check.kind]))
             elif check.kind in ("file", "folder", "optional file", "run folder"):

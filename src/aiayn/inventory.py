@@ -1,8 +1,10 @@
 """Every input of aiayn, each bound to the one check it goes through: the options of every command,
 the values a rule puts on a shell line, the environment variables read, the config, and every kind
-of file read. tests/test_inventory.py reads the commands' parsers, the rules' shell lines and the
-package's source, and fails when an input is missing here; the generated tests (Hypothesis) and the
-fault matrix take their cases from this table.
+of file read. An option's check is declared where argparse declares the option, as its `type` (a
+`Check`, which passes the value on as it is), or read off it (a number's bounds, its choices, a
+flag): `aiayn.cli.options` reads them off the commands' parsers. tests/test_inventory.py reads the parsers, the
+rules' shell lines and the package's source, and fails when an input is missing here; the generated
+tests (Hypothesis) and the fault matrix take their cases from this table.
 
 A check is named by what does it:
 - `file`: the kind of file read (FILE_KINDS: the reader that refuses a damaged one, in one line
@@ -34,12 +36,16 @@ class Check:
     what: str = ""  # the file kind, the schema definition, or the dotted path of the function that checks it
     reads: str = ""  # a run folder's: the names (a regex) of the files in it the command reads, inputs as any
 
+    def __call__(self, text: str) -> str:
+        """As an option's argparse `type`: its value as it is (the check named does the checking)."""
+        return text
+
 
 def file(kind: str) -> Check:
     return Check("file", kind)
 
 
-def settings(name: str) -> Check:
+def schema(name: str) -> Check:
     return Check("settings", name)
 
 
@@ -49,6 +55,9 @@ def text(checker: str) -> Check:
 
 OUTPUT, OUTPUT_FOLDER, APPENDED = Check("output"), Check("output folder"), Check("output appended")
 NUMBER, CHOICE, FLAG = Check("number"), Check("choice"), Check("flag")
+TEXT, SPM, CHECKPOINT = file("text"), file("sentencepiece model"), file("checkpoint")
+EXPERIMENT, ENCODED = file("experiment settings"), file("encoded corpus")
+DEVICE = text("aiayn.runtime.device.choose_device")
 
 # kind of file -> the reader that checks it whole before it is used
 FILE_KINDS = {
@@ -84,181 +93,6 @@ STEP_FILES = r"(checkpoint|resume)_\d+\.pt"
 # the option every command has
 COMMON = {"--log-to": APPENDED}
 
-COMMANDS: dict[str, dict[str, Check]] = {
-    "resolve": {"--settings": Check("experiment settings", "aiayn.study.resolve.write"), "--out": OUTPUT},
-    "download": {
-        "--url": text("aiayn.data.download.download"),  # http(s)/file; a failed transfer is one line
-        "--sha256": text("aiayn.data.download.check_sha256"),
-        "--out": OUTPUT,  # grown as <out>.part, renamed once verified
-        "--retries": NUMBER,
-        "--wait": NUMBER,
-        "--timeout": NUMBER,
-        "--size": NUMBER,
-    },
-    "generate": {"--spec": settings("generate"), "--out": OUTPUT},
-    "example-corpus": {"--out": OUTPUT_FOLDER, "--train": NUMBER, "--dev": NUMBER, "--test": NUMBER, "--seed": NUMBER},
-    "prepare": {
-        "--corpora": Check("settings list", "member_pair"),
-        "--archives": settings("archive_paths"),
-        "--cleaning": settings("cleaning"),
-        "--src": OUTPUT,
-        "--tgt": OUTPUT,
-        "--report": OUTPUT,
-    },
-    "prepare-eval": {
-        "--spec": settings("eval_set"),
-        "--name": text("aiayn.data.prepare.prepare_eval"),  # the set's name, said in messages
-        "--archive": file("archive"),
-        "--dataset": text("aiayn.data.prepare.prepare_eval"),
-        "--src": OUTPUT,
-        "--tgt": OUTPUT,
-    },
-    "prepare-treebank": {
-        "--dataset": settings("dataset"),
-        "--split": text("aiayn.parsing.prepare_treebank.write_split"),  # one of the dataset's splits
-        "--src": OUTPUT,
-        "--tgt": OUTPUT,
-        "--gold": OUTPUT,
-        "--treebank-archive": file("archive"),
-    },
-    "vocab": {
-        "--vocab": settings("vocab"),
-        "--train-src": file("text"),
-        "--train-tgt": file("text"),
-        "--out-src": OUTPUT,
-        "--out-tgt": OUTPUT,
-        "--threads": NUMBER,
-    },
-    "vocab-info": {
-        "--vocab": settings("vocab"),
-        "--spm-src": file("sentencepiece model"),
-        "--spm-tgt": file("sentencepiece model"),
-        "--train-src": file("text"),
-        "--train-tgt": file("text"),
-        "--out": OUTPUT,
-    },
-    "encode": {
-        "--src": file("text"),
-        "--tgt": file("text"),
-        "--spm-src": file("sentencepiece model"),
-        "--spm-tgt": file("sentencepiece model"),
-        "--out": OUTPUT,
-        "--threads": NUMBER,
-        "--chunk": NUMBER,
-    },
-    "check": {
-        "--settings": file("experiment settings"),
-        "--train": file("encoded corpus"),
-        "--out": OUTPUT,
-    },
-    "train": {
-        "--settings": file("experiment settings"),
-        "--train": file("encoded corpus"),
-        "--dev": file("encoded corpus"),
-        "--spm-src": file("sentencepiece model"),
-        "--spm-tgt": file("sentencepiece model"),
-        "--checkpoints": Check("run folder", "aiayn.runtime.checkpoint.newest_readable", STEP_FILES),
-        "--out": OUTPUT,
-        "--metrics": APPENDED,
-        "--tensorboard": Check("run folder", "aiayn.training.board.Board"),
-        "--device": text("aiayn.runtime.device.choose_device"),
-        "--max-updates": NUMBER,
-        "--stop-margin": NUMBER,
-    },
-    "average": {
-        "--checkpoints": Check("folder", "aiayn.training.average.newest_on_grid"),
-        "--last": NUMBER,
-        "--interval": NUMBER,
-        "--final-step": NUMBER,
-        "--out": OUTPUT,
-        "--record": OUTPUT,
-    },
-    "select": {
-        "--candidates": Check("settings list", "candidate"),
-        "--out-model": OUTPUT,
-        "--out-metrics": OUTPUT,
-        "--record": OUTPUT,
-    },
-    "translate": {
-        "--model": file("checkpoint"),
-        "--input": file("text"),
-        "--spm-src": file("sentencepiece model"),
-        "--spm-tgt": file("sentencepiece model"),
-        "--decode": settings("decode"),
-        "--out": OUTPUT,
-        "--nbest": NUMBER,
-        "--batch-tokens": NUMBER,
-        "--device": text("aiayn.runtime.device.choose_device"),
-        "--precision": CHOICE,
-    },
-    "score": {
-        "--task": CHOICE,
-        "--hyp": file("text"),
-        "--ref": file("text"),
-        "--scoring": settings("scoring+pair_scoring"),
-        "--paper-row": text("aiayn.commands.evaluation_chain"),
-        "--expect-lines": NUMBER,
-        "--out": OUTPUT,
-    },
-    "table1": {
-        "--settings": settings("table1"),
-        "--out-md": OUTPUT,
-        "--out-csv": OUTPUT,
-        "--out-html": OUTPUT,
-        "--figure": OUTPUT,
-        "--threads": NUMBER,
-    },
-    "tables": {
-        "--table": CHOICE,
-        "--experiments": text("aiayn.report.tables.check_spec"),
-        "--config": file("study config"),
-        "--results": Check("run folder", "aiayn.report.tables.write_table", r".*\.jsonl?"),  # the runs' records
-        "--bootstrap": NUMBER,
-        "--baselines": FLAG,
-        "--out-md": OUTPUT,
-        "--out-csv": OUTPUT,
-        "--out-html": OUTPUT,
-        "--study": text("aiayn.report.notes.document"),  # printed as it is
-    },
-    "figures": {
-        "--name": text("aiayn.report.figures.write_figures"),  # the figures' title
-        "--metrics": file("metrics"),
-        "--seed-metrics": file("metrics"),
-        "--model": file("checkpoint"),
-        "--spm-src": file("sentencepiece model"),
-        "--dev-src": file("text"),
-        "--curves": OUTPUT,
-        "--lr-plot": OUTPUT,
-        "--attention": OUTPUT,
-        "--spm-tgt": file("sentencepiece model"),
-        "--dev-tgt": file("text"),
-        "--cross-attention": OUTPUT,
-        "--diagonal": OUTPUT,
-    },
-    "export": {
-        "--model": file("checkpoint"),
-        "--spm-src": file("sentencepiece model"),
-        "--spm-tgt": file("sentencepiece model"),
-        "--decode": settings("decode"),
-        "--card": settings("model_card"),
-        "--out": OUTPUT_FOLDER,
-        "--ctranslate2": OUTPUT_FOLDER,
-    },
-    "evalb": {"gold": file("trees"), "test": file("trees")},
-    "params": {"--config": file("study config"), "--experiment": text("aiayn.study.grid.Study.experiment")},
-    "plan": {
-        "--experiments": Check("experiment settings", "aiayn.report.plan.plan"),  # each checked as resolve's
-        "--config": file("study config"),
-        "--gpu-model": text("aiayn.report.plan.plan"),  # a GPU of PEAKS, or one line naming them
-        "--gpus": NUMBER,
-        "--nodes": NUMBER,
-        "--requests": text("aiayn.report.plan.plan"),
-        "--costs": Check("optional file", "aiayn.report.plan.measured_costs"),  # a missing one: no measurement
-        "--benchmark": Check("optional file", "aiayn.report.plan.measured_mfu"),
-        "--out": OUTPUT,
-    },
-}
-
 # a rule's shell line holds `--option {value:q}` pairs of its command's options (checked as the
 # option is), these values that carry their option with them (a list: [option, value] or nothing)...
 OPTION_LISTS = {
@@ -293,6 +127,13 @@ ENVIRONMENT = {
 CONFIG = Check("settings", "#")
 
 
-def inputs_of(command: str) -> list[str]:
-    """The options of `command` that name files it reads (what an error of memory names)."""
-    return [option for option, check in COMMANDS[command].items() if check.kind == "file"]
+def check_of(action) -> Check | None:
+    """The check of one argparse argument: its `type` where that is a Check, a number's bounds
+    (`aiayn.commands.at_least`), its choices, or a flag's; None where it has none."""
+    if isinstance(action.type, Check):
+        return action.type
+    if getattr(action.type, "bound", None):
+        return NUMBER
+    if action.choices:
+        return CHOICE
+    return FLAG if action.nargs == 0 and action.dest != "help" else None

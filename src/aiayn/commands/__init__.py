@@ -1,5 +1,6 @@
-"""One module per `python -m aiayn <command>`: `add_arguments(parser)` and `run(args)`, which
-parses the arguments and calls one library function (the helpers here turn options into values).
+"""One module per `python -m aiayn <command>`: `add_arguments(add)`, which declares each argument
+with `add` (its parser's add_argument) and its check as its `type` (aiayn.inventory), and `run(args)`,
+which calls one library function (the helpers here turn options into values).
 
 `aiayn.cli` imports a command's module only when that command runs, so each module imports at
 the top only what its command needs (the packages of its rule's `envs/` file).

@@ -4,20 +4,24 @@ on its checkpoint grid only (`aiayn.training.average`)."""
 from __future__ import annotations
 
 from aiayn.commands import at_least, say
+from aiayn.inventory import OUTPUT, Check
 
 
-def add_arguments(parser):
-    parser.add_argument("--checkpoints", required=True, help="folder of step checkpoints of one run")
-    parser.add_argument(
-        "--last", type=at_least(1), required=True, help="how many of the newest grid checkpoints to average"
+def add_arguments(add):
+    add(
+        "--checkpoints",
+        type=Check("folder", "aiayn.training.average.newest_on_grid"),
+        required=True,
+        help="folder of step checkpoints of one run",
     )
-    parser.add_argument("--interval", type=at_least(1), required=True, help="the run's checkpoint_interval (updates)")
-    parser.add_argument("--final-step", type=at_least(1), required=True, help="the run's last update (training steps)")
-    parser.add_argument("--out", required=True, help="averaged model to write")
-    parser.add_argument("--record", help="also write the averaged steps here (JSON), for the tables")
+    add("--last", type=at_least(1), required=True, help="how many of the newest grid checkpoints to average")
+    add("--interval", type=at_least(1), required=True, help="the run's checkpoint_interval (updates)")
+    add("--final-step", type=at_least(1), required=True, help="the run's last update (training steps)")
+    add("--out", type=OUTPUT, required=True, help="averaged model to write")
+    add("--record", type=OUTPUT, help="also write the averaged steps here (JSON), for the tables")
 
 
-def run(args) -> int:
+def run(args) -> None:
     from aiayn.training.average import average_run  # torch: imported when the command runs, not for --help
 
     average_run(
@@ -29,4 +33,3 @@ def run(args) -> int:
         record=args.record,
         log=say,
     )
-    return 0

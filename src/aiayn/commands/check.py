@@ -5,12 +5,13 @@ every check passes; exits 2 with the first failure's line otherwise."""
 from __future__ import annotations
 
 from aiayn.commands import say, say_to_log
+from aiayn.inventory import ENCODED, EXPERIMENT, OUTPUT
 
 
-def add_arguments(parser):
-    parser.add_argument("--settings", required=True, help="experiment.json written by `aiayn resolve`")
-    parser.add_argument("--train", required=True, help="encoded training data (.bin): its sizes and a few pairs")
-    parser.add_argument("--out", required=True, help="check.json to write (every check's figure)")
+def add_arguments(add):
+    add("--settings", type=EXPERIMENT, required=True, help="experiment.json written by `aiayn resolve`")
+    add("--train", type=ENCODED, required=True, help="encoded training data (.bin): its sizes and a few pairs")
+    add("--out", type=OUTPUT, required=True, help="check.json to write (every check's figure)")
 
 
 def run(args) -> int:

@@ -4,21 +4,22 @@ from __future__ import annotations
 
 from aiayn.commands import at_least, library_default, say
 from aiayn.data.encode import encode_corpus
+from aiayn.inventory import OUTPUT, SPM, TEXT
 
 
-def add_arguments(parser):
-    parser.add_argument("--src", required=True, help="source text, one sentence per line")
-    parser.add_argument("--tgt", required=True, help="target text, aligned with --src")
-    parser.add_argument("--spm-src", required=True, help="source sentencepiece model")
-    parser.add_argument("--spm-tgt", required=True, help="target sentencepiece model")
-    parser.add_argument("--out", required=True, help="encoded corpus to write (the format of aiayn.data.binary)")
-    parser.add_argument(
+def add_arguments(add):
+    add("--src", type=TEXT, required=True, help="source text, one sentence per line")
+    add("--tgt", type=TEXT, required=True, help="target text, aligned with --src")
+    add("--spm-src", type=SPM, required=True, help="source sentencepiece model")
+    add("--spm-tgt", type=SPM, required=True, help="target sentencepiece model")
+    add("--out", type=OUTPUT, required=True, help="encoded corpus to write (the format of aiayn.data.binary)")
+    add(
         "--threads",
         type=at_least(1),
         default=library_default("aiayn.data.encode.encode_corpus", "threads"),
         help="sentencepiece's encoding threads (default %(default)s)",
     )
-    parser.add_argument(
+    add(
         "--chunk",
         type=at_least(1),
         default=library_default("aiayn.data.encode.encode_corpus", "chunk"),
@@ -26,8 +27,7 @@ def add_arguments(parser):
     )
 
 
-def run(args) -> int:
+def run(args) -> None:
     encode_corpus(
         args.src, args.tgt, args.spm_src, args.spm_tgt, args.out, threads=args.threads, chunk=args.chunk, log=say
     )
-    return 0

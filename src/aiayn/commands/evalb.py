@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from aiayn.commands import say
+from aiayn.inventory import file
 from aiayn.parsing.evalb import evalb_files
 
 
-def add_arguments(parser):
-    parser.add_argument("gold", help="gold trees, one per line")
-    parser.add_argument("test", help="parsed trees, one per line")
+def add_arguments(add):
+    add("gold", type=file("trees"), help="gold trees, one per line")
+    add("test", type=file("trees"), help="parsed trees, one per line")
 
 
-def run(args) -> int:
+def run(args) -> None:
     evalb_files(args.gold, args.test, log=say)
-    return 0

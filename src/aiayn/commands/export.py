@@ -4,19 +4,30 @@
 from __future__ import annotations
 
 from aiayn.commands import say, settings
+from aiayn.inventory import CHECKPOINT, OUTPUT_FOLDER, SPM, schema
 
 
-def add_arguments(parser):
-    parser.add_argument("--model", required=True, help="the checkpoint to export (average.pt or last.pt)")
-    parser.add_argument("--spm-src", required=True, help="source sentencepiece model the checkpoint was trained with")
-    parser.add_argument("--spm-tgt", required=True, help="target sentencepiece model the checkpoint was trained with")
-    parser.add_argument("--decode", default="{}", help="the experiment's decoding settings (JSON), for generation")
-    parser.add_argument("--card", default="{}", help="JSON: name, dataset, pair, paper bleu, score file, metrics file")
-    parser.add_argument("--out", required=True, help="the folder to write (replaced whole)")
-    parser.add_argument("--ctranslate2", help="also convert the export to a CTranslate2 model in this folder")
+def add_arguments(add):
+    add("--model", type=CHECKPOINT, required=True, help="the checkpoint to export (average.pt or last.pt)")
+    add("--spm-src", type=SPM, required=True, help="source sentencepiece model the checkpoint was trained with")
+    add("--spm-tgt", type=SPM, required=True, help="target sentencepiece model the checkpoint was trained with")
+    add(
+        "--decode",
+        type=schema("decode"),
+        default="{}",
+        help="the experiment's decoding settings (JSON), for generation",
+    )
+    add(
+        "--card",
+        type=schema("model_card"),
+        default="{}",
+        help="JSON: name, dataset, pair, paper bleu, score file, metrics file",
+    )
+    add("--out", type=OUTPUT_FOLDER, required=True, help="the folder to write (replaced whole)")
+    add("--ctranslate2", type=OUTPUT_FOLDER, help="also convert the export to a CTranslate2 model in this folder")
 
 
-def run(args) -> int:
+def run(args) -> None:
     from aiayn.evaluation.export import export_model  # torch: imported when the command runs, not for --help
 
     export_model(
@@ -29,4 +40,3 @@ def run(args) -> int:
         ctranslate2=args.ctranslate2,
         log=say,
     )
-    return 0

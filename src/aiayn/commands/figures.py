@@ -5,29 +5,32 @@ with each layer's distance from the diagonal (figure and JSON)."""
 
 from __future__ import annotations
 
+from aiayn.inventory import CHECKPOINT, OUTPUT, SPM, TEXT, file, text
 
-def add_arguments(parser):
-    parser.add_argument("--name", required=True, help="experiment name (titles)")
-    parser.add_argument("--metrics", required=True, help="the run's metrics.jsonl")
-    parser.add_argument(
+
+def add_arguments(add):
+    add("--name", type=text("aiayn.report.figures.write_figures"), required=True, help="experiment name (titles)")
+    add("--metrics", type=file("metrics"), required=True, help="the run's metrics.jsonl")
+    add(
         "--seed-metrics",
+        type=file("metrics"),
         nargs="*",
         default=[],
         help="metrics.jsonl of the row's other seeds: their dev perplexity is drawn beside the run's",
     )
-    parser.add_argument("--model", required=True, help="checkpoint whose attention is drawn")
-    parser.add_argument("--spm-src", required=True, help="source sentencepiece model")
-    parser.add_argument("--dev-src", required=True, help="dev source text; its first sentence of 5-25 pieces is shown")
-    parser.add_argument("--curves", required=True, help="learning-curves image to write (PNG)")
-    parser.add_argument("--lr-plot", required=True, help="learning-rate schedule image to write (PNG)")
-    parser.add_argument("--attention", required=True, help="attention-map image to write (PNG)")
-    parser.add_argument("--spm-tgt", help="target sentencepiece model (with --dev-tgt)")
-    parser.add_argument("--dev-tgt", help="dev target text, aligned with --dev-src: the encoder-decoder attention")
-    parser.add_argument("--cross-attention", help="encoder-decoder attention image to write (PNG; with --dev-tgt)")
-    parser.add_argument("--diagonal", help="each decoder layer's distance from the diagonal to write (JSON)")
+    add("--model", type=CHECKPOINT, required=True, help="checkpoint whose attention is drawn")
+    add("--spm-src", type=SPM, required=True, help="source sentencepiece model")
+    add("--dev-src", type=TEXT, required=True, help="dev source text; its first sentence of 5-25 pieces is shown")
+    add("--curves", type=OUTPUT, required=True, help="learning-curves image to write (PNG)")
+    add("--lr-plot", type=OUTPUT, required=True, help="learning-rate schedule image to write (PNG)")
+    add("--attention", type=OUTPUT, required=True, help="attention-map image to write (PNG)")
+    add("--spm-tgt", type=SPM, help="target sentencepiece model (with --dev-tgt)")
+    add("--dev-tgt", type=TEXT, help="dev target text, aligned with --dev-src: the encoder-decoder attention")
+    add("--cross-attention", type=OUTPUT, help="encoder-decoder attention image to write (PNG; with --dev-tgt)")
+    add("--diagonal", type=OUTPUT, help="each decoder layer's distance from the diagonal to write (JSON)")
 
 
-def run(args) -> int:
+def run(args) -> None:
     from aiayn.report.figures import write_figures  # torch: imported when the command runs, not for --help
 
     write_figures(
@@ -45,4 +48,3 @@ def run(args) -> int:
         diagonal=args.diagonal,
         seeds=tuple(args.seed_metrics),
     )
-    return 0

@@ -8,29 +8,54 @@ from __future__ import annotations
 from pathlib import Path
 
 from aiayn.commands import at_least, library_default, load_json, say
+from aiayn.inventory import OUTPUT, Check, file, text
 
 
-def add_arguments(parser):
-    parser.add_argument(
+def add_arguments(add):
+    add(
         "--experiments",
+        type=Check("experiment settings", "aiayn.report.plan.plan"),
         help="JSON: the trainings' settings (what `snakemake plan` passes, aiayn.study.grid.Study.plan_spec)",
     )
-    parser.add_argument("--config", nargs="+", help="the study's config files instead (config.yaml, overlays)")
-    parser.add_argument("--gpu-model", required=True, help="the GPU planned for: P100, V100, A100, H100, ...")
-    parser.add_argument("--gpus", type=at_least(1), required=True, help="GPUs per training job")
-    parser.add_argument(
+    add(
+        "--config",
+        type=file("study config"),
+        nargs="+",
+        help="the study's config files instead (config.yaml, overlays)",
+    )
+    add(
+        "--gpu-model",
+        type=text("aiayn.report.plan.plan"),
+        required=True,
+        help="the GPU planned for: P100, V100, A100, H100, ...",
+    )
+    add("--gpus", type=at_least(1), required=True, help="GPUs per training job")
+    add(
         "--nodes",
         type=at_least(1),
         default=library_default("aiayn.report.plan.write_plan", "nodes"),
         help="nodes per training job (default %(default)s)",
     )
-    parser.add_argument("--requests", default="{}", help="JSON: {rule: {resource: value}} the jobs request")
-    parser.add_argument("--costs", help="the rehearsal's cost.csv: the jobs' measured peak memory")
-    parser.add_argument("--benchmark", help="benchmarks/gpu.py's JSON result: the MFU measured on a GPU at a precision")
-    parser.add_argument("--out", required=True, help="the plan as Markdown")
+    add(
+        "--requests",
+        type=text("aiayn.report.plan.plan"),
+        default="{}",
+        help="JSON: {rule: {resource: value}} the jobs request",
+    )
+    add(
+        "--costs",
+        type=Check("optional file", "aiayn.report.plan.measured_costs"),
+        help="the rehearsal's cost.csv: the jobs' measured peak memory",
+    )
+    add(
+        "--benchmark",
+        type=Check("optional file", "aiayn.report.plan.measured_mfu"),
+        help="benchmarks/gpu.py's JSON result: the MFU measured on a GPU at a precision",
+    )
+    add("--out", type=OUTPUT, required=True, help="the plan as Markdown")
 
 
-def run(args) -> int:
+def run(args) -> None:
     from aiayn.report.plan import write_plan  # torch (parameter counts): imported when the command runs
 
     write_plan(
@@ -45,4 +70,3 @@ def run(args) -> int:
         benchmark=Path(args.benchmark) if args.benchmark else None,
         log=say,
     )
-    return 0

@@ -4,25 +4,35 @@ from __future__ import annotations
 
 from aiayn.commands import say, settings, settings_list
 from aiayn.data.prepare import prepare_train
+from aiayn.inventory import OUTPUT, Check, schema
 
 
-def add_arguments(parser):
-    parser.add_argument(
-        "--corpora", required=True, help='JSON list: [{"archive": ..., "src": member, "tgt": member}, ...]'
+def add_arguments(add):
+    add(
+        "--corpora",
+        type=Check("settings list", "member_pair"),
+        required=True,
+        help='JSON list: [{"archive": ..., "src": member, "tgt": member}, ...]',
     )
-    parser.add_argument("--archives", required=True, help='JSON: {"archive name": "path of the downloaded archive"}')
-    parser.add_argument(
+    add(
+        "--archives",
+        type=schema("archive_paths"),
+        required=True,
+        help='JSON: {"archive name": "path of the downloaded archive"}',
+    )
+    add(
         "--cleaning",
+        type=schema("cleaning"),
         default="{}",
         help='JSON: the pairs kept, {"min_len", "max_len", "max_ratio"} (lengths in words per side, ratio of the '
         "longer side to the shorter); what is not given is config.yaml's `cleaning` default",
     )
-    parser.add_argument("--src", required=True, help="cleaned source side to write, one sentence per line")
-    parser.add_argument("--tgt", required=True, help="cleaned target side to write, aligned with --src")
-    parser.add_argument("--report", required=True, help="JSON with the counts kept and removed")
+    add("--src", type=OUTPUT, required=True, help="cleaned source side to write, one sentence per line")
+    add("--tgt", type=OUTPUT, required=True, help="cleaned target side to write, aligned with --src")
+    add("--report", type=OUTPUT, required=True, help="JSON with the counts kept and removed")
 
 
-def run(args) -> int:
+def run(args) -> None:
     prepare_train(
         settings_list(args.corpora, "--corpora", "member_pair"),
         settings(args.archives, "--archives", "archive_paths"),
@@ -32,4 +42,3 @@ def run(args) -> int:
         args.report,
         log=say,
     )
-    return 0

@@ -4,18 +4,23 @@ from __future__ import annotations
 
 from aiayn.commands import say, settings
 from aiayn.data.prepare import prepare_eval
+from aiayn.inventory import OUTPUT, file, schema, text
 
 
-def add_arguments(parser):
-    parser.add_argument("--spec", required=True, help='JSON: {"src": member, "tgt": member, "lines": N}')
-    parser.add_argument("--name", required=True, help="name of the set (for messages)")
-    parser.add_argument("--archive", default="", help="the downloaded archive holding it (none: files on disk)")
-    parser.add_argument("--dataset", help="the dataset's name (messages name its config keys)")
-    parser.add_argument("--src", required=True, help="source side to write, one segment per line")
-    parser.add_argument("--tgt", required=True, help="reference side to write, aligned with --src")
+def add_arguments(add):
+    add("--spec", type=schema("eval_set"), required=True, help='JSON: {"src": member, "tgt": member, "lines": N}')
+    add("--name", type=text("aiayn.data.prepare.prepare_eval"), required=True, help="name of the set (for messages)")
+    add("--archive", type=file("archive"), default="", help="the downloaded archive holding it (none: files on disk)")
+    add(
+        "--dataset",
+        type=text("aiayn.data.prepare.prepare_eval"),
+        help="the dataset's name (messages name its config keys)",
+    )
+    add("--src", type=OUTPUT, required=True, help="source side to write, one segment per line")
+    add("--tgt", type=OUTPUT, required=True, help="reference side to write, aligned with --src")
 
 
-def run(args) -> int:
+def run(args) -> None:
     prepare_eval(
         settings(args.spec, "--spec", "eval_set"),
         args.name,
@@ -25,4 +30,3 @@ def run(args) -> int:
         args.dataset,
         log=say,
     )
-    return 0

@@ -3,21 +3,30 @@
 from __future__ import annotations
 
 from aiayn.commands import say, settings
+from aiayn.inventory import OUTPUT, file, schema, text
 from aiayn.parsing.prepare_treebank import write_split
 
 
-def add_arguments(parser):
-    parser.add_argument("--dataset", required=True, help="the parsing dataset's settings (JSON)")
-    parser.add_argument("--split", required=True, help='"train" or the name of an eval set')
-    parser.add_argument("--src", required=True, help="words, one sentence per line")
-    parser.add_argument("--tgt", required=True, help="linearized trees")
-    parser.add_argument("--gold", required=True, help="preprocessed gold trees under TOP, for EVALB")
-    parser.add_argument(
-        "--treebank-archive", default="", help="read the treebank from this archive instead of datasets.<name>.treebank"
+def add_arguments(add):
+    add("--dataset", type=schema("dataset"), required=True, help="the parsing dataset's settings (JSON)")
+    add(
+        "--split",
+        type=text("aiayn.parsing.prepare_treebank.write_split"),
+        required=True,
+        help='"train" or the name of an eval set',
+    )
+    add("--src", type=OUTPUT, required=True, help="words, one sentence per line")
+    add("--tgt", type=OUTPUT, required=True, help="linearized trees")
+    add("--gold", type=OUTPUT, required=True, help="preprocessed gold trees under TOP, for EVALB")
+    add(
+        "--treebank-archive",
+        type=file("archive"),
+        default="",
+        help="read the treebank from this archive instead of datasets.<name>.treebank",
     )
 
 
-def run(args) -> int:
+def run(args) -> None:
     write_split(
         settings(args.dataset, "--dataset", "dataset", partial=True),
         args.split,
@@ -27,4 +36,3 @@ def run(args) -> int:
         archive=args.treebank_archive or None,
         log=say,
     )
-    return 0

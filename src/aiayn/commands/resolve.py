@@ -7,14 +7,19 @@ as JSON; the file it writes is the training job's input (`aiayn.study.resolve`).
 from __future__ import annotations
 
 from aiayn.commands import load_json
+from aiayn.inventory import OUTPUT, Check
 from aiayn.study import resolve
 
 
-def add_arguments(parser):
-    parser.add_argument("--settings", required=True, help="resolved settings as a JSON object")
-    parser.add_argument("--out", required=True, help="experiment.json to write")
+def add_arguments(add):
+    add(
+        "--settings",
+        type=Check("experiment settings", "aiayn.study.resolve.write"),
+        required=True,
+        help="resolved settings as a JSON object",
+    )
+    add("--out", type=OUTPUT, required=True, help="experiment.json to write")
 
 
-def run(args) -> int:
+def run(args) -> None:
     resolve.write(load_json(args.settings, "--settings", expect=dict), args.out)
-    return 0

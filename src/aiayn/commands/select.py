@@ -5,22 +5,22 @@ from __future__ import annotations
 
 from aiayn.commands import say, settings_list
 from aiayn.evaluation.select import select
+from aiayn.inventory import OUTPUT, Check
 
 
-def add_arguments(parser):
-    parser.add_argument(
+def add_arguments(add):
+    add(
         "--candidates",
+        type=Check("settings list", "candidate"),
         required=True,
         help='JSON list: [{"name", "setting": {...}, "score": dev score file, "model": last.pt, "metrics": jsonl}]',
     )
-    parser.add_argument(
-        "--out-model", required=True, help="where the selected model is copied (the experiment's last.pt)"
-    )
-    parser.add_argument("--out-metrics", required=True, help="where its metrics.jsonl is copied")
-    parser.add_argument("--record", required=True, help="selected.json: which candidate, and every candidate's score")
+    add("--out-model", type=OUTPUT, required=True, help="where the selected model is copied (the experiment's last.pt)")
+    add("--out-metrics", type=OUTPUT, required=True, help="where its metrics.jsonl is copied")
+    add("--record", type=OUTPUT, required=True, help="selected.json: which candidate, and every candidate's score")
 
 
-def run(args) -> int:
+def run(args) -> None:
     select(
         settings_list(args.candidates, "--candidates", "candidate"),
         out_model=args.out_model,
@@ -28,4 +28,3 @@ def run(args) -> int:
         record=args.record,
         log=say,
     )
-    return 0

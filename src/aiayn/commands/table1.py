@@ -6,20 +6,22 @@ from __future__ import annotations
 import json
 
 from aiayn.commands import at_least, library_default, say, settings
+from aiayn.inventory import OUTPUT, schema
 from aiayn.study import config
 
 
-def add_arguments(parser):
-    parser.add_argument(
+def add_arguments(add):
+    add(
         "--settings",
+        type=schema("table1"),
         default="{}",
         help=f"JSON, config key table1; what is not given is its default: {json.dumps(config.defaults('table1'))}",
     )
-    parser.add_argument("--out-md", required=True, help="the table as the paper prints it, ours under it (Markdown)")
-    parser.add_argument("--out-csv", required=True, help="the table, every column (CSV)")
-    parser.add_argument("--out-html", required=True, help="the table as the paper prints it, as an HTML page")
-    parser.add_argument("--figure", required=True, help="log-log FLOPs and time against n (PNG)")
-    parser.add_argument(
+    add("--out-md", type=OUTPUT, required=True, help="the table as the paper prints it, ours under it (Markdown)")
+    add("--out-csv", type=OUTPUT, required=True, help="the table, every column (CSV)")
+    add("--out-html", type=OUTPUT, required=True, help="the table as the paper prints it, as an HTML page")
+    add("--figure", type=OUTPUT, required=True, help="log-log FLOPs and time against n (PNG)")
+    add(
         "--threads",
         type=at_least(0),
         default=library_default("aiayn.report.table1.write", "threads"),
@@ -27,7 +29,7 @@ def add_arguments(parser):
     )
 
 
-def run(args) -> int:
+def run(args) -> None:
     from aiayn.report import table1  # torch: imported when the command runs, not for --help
 
     table1.write(
@@ -39,4 +41,3 @@ def run(args) -> int:
         threads=args.threads,
         log=say,
     )
-    return 0

@@ -8,27 +8,44 @@ From the DAG (`snakemake table2`) it waits for every run of the table; by hand,
 from __future__ import annotations
 
 from aiayn.commands import at_least, library_default, load_json, say
+from aiayn.inventory import OUTPUT, Check, file, text
 
 
-def add_arguments(parser):
-    parser.add_argument("--table", type=int, choices=[2, 3, 4], required=True, help="the paper's table number")
-    parser.add_argument("--experiments", help="JSON list of the table's experiments (what the rule passes)")
-    parser.add_argument("--config", help="or: the study config, to build the table from whatever has finished")
-    parser.add_argument("--results", help="results folder (default: the config's `results`)")
-    parser.add_argument(
+def add_arguments(add):
+    add("--table", type=int, choices=[2, 3, 4], required=True, help="the paper's table number")
+    add(
+        "--experiments",
+        type=text("aiayn.report.tables.check_spec"),
+        help="JSON list of the table's experiments (what the rule passes)",
+    )
+    add(
+        "--config",
+        type=file("study config"),
+        help="or: the study config, to build the table from whatever has finished",
+    )
+    add(
+        "--results",
+        type=Check("run folder", "aiayn.report.tables.write_table", ".*\\.jsonl?"),
+        help="results folder (default: the config's `results`)",
+    )
+    add(
         "--bootstrap",
         type=at_least(0),
         default=library_default("aiayn.report.tables.write_table", "bootstrap"),
         help="paired bootstrap samples for Table 3 p-values, 0: none (default %(default)s)",
     )
-    parser.add_argument("--baselines", action="store_true", help="add copy / word-by-word / right-branching baselines")
-    parser.add_argument("--out-md", help="Markdown table to write (default: the results' tables folder)")
-    parser.add_argument("--out-csv", help="CSV of the same rows, every column, to write")
-    parser.add_argument("--out-html", help="HTML page of the Markdown's table and notes (default: beside --out-md)")
-    parser.add_argument("--study", help="one line naming the config files of the study, printed atop the table")
+    add("--baselines", action="store_true", help="add copy / word-by-word / right-branching baselines")
+    add("--out-md", type=OUTPUT, help="Markdown table to write (default: the results' tables folder)")
+    add("--out-csv", type=OUTPUT, help="CSV of the same rows, every column, to write")
+    add("--out-html", type=OUTPUT, help="HTML page of the Markdown's table and notes (default: beside --out-md)")
+    add(
+        "--study",
+        type=text("aiayn.report.notes.document"),
+        help="one line naming the config files of the study, printed atop the table",
+    )
 
 
-def run(args) -> int:
+def run(args) -> None:
     from aiayn.report.tables import write_table  # pandas: imported when the command runs, not for --help
 
     write_table(
@@ -44,4 +61,3 @@ def run(args) -> int:
         out_html=args.out_html,
         log=say,
     )
-    return 0

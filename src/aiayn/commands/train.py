@@ -10,30 +10,38 @@ resume); 3 on a non-finite loss, 2 on a user error.
 from __future__ import annotations
 
 from aiayn.commands import at_least, finite_at_least, library_default
+from aiayn.inventory import APPENDED, DEVICE, ENCODED, EXPERIMENT, OUTPUT, SPM, STEP_FILES, Check
 
 
-def add_arguments(parser):
-    parser.add_argument("--settings", required=True, help="experiment.json written by `aiayn resolve`")
-    parser.add_argument("--train", required=True, help="encoded training data (.bin)")
-    parser.add_argument("--dev", help="encoded dev data (.bin): loss and perplexity at every checkpoint")
-    parser.add_argument("--spm-src", help="source sentencepiece model (checked against the data)")
-    parser.add_argument("--spm-tgt", help="target sentencepiece model (checked against the data)")
-    parser.add_argument("--checkpoints", required=True, help="folder of step checkpoints (resumed from)")
-    parser.add_argument("--out", required=True, help="final checkpoint, written when training is done")
-    parser.add_argument("--metrics", help="JSON-lines metrics (default: metrics.jsonl beside --checkpoints)")
-    parser.add_argument(
+def add_arguments(add):
+    add("--settings", type=EXPERIMENT, required=True, help="experiment.json written by `aiayn resolve`")
+    add("--train", type=ENCODED, required=True, help="encoded training data (.bin)")
+    add("--dev", type=ENCODED, help="encoded dev data (.bin): loss and perplexity at every checkpoint")
+    add("--spm-src", type=SPM, help="source sentencepiece model (checked against the data)")
+    add("--spm-tgt", type=SPM, help="target sentencepiece model (checked against the data)")
+    add(
+        "--checkpoints",
+        type=Check("run folder", "aiayn.runtime.checkpoint.newest_readable", STEP_FILES),
+        required=True,
+        help="folder of step checkpoints (resumed from)",
+    )
+    add("--out", type=OUTPUT, required=True, help="final checkpoint, written when training is done")
+    add("--metrics", type=APPENDED, help="JSON-lines metrics (default: metrics.jsonl beside --checkpoints)")
+    add(
         "--tensorboard",
+        type=Check("run folder", "aiayn.training.board.Board"),
         metavar="FOLDER",
         help="TensorBoard events, where the tensorboard package is installed (default: tensorboard/ beside "
         "--checkpoints; nothing without the package)",
     )
-    parser.add_argument(
+    add(
         "--device",
+        type=DEVICE,
         default=library_default("aiayn.training.train.train_job", "device"),
         help="auto (GPU of this rank if any, else CPU), cpu, cuda:N (default %(default)s)",
     )
-    parser.add_argument("--max-updates", type=at_least(1), help="stop after this many updates of this run (for tests)")
-    parser.add_argument(
+    add("--max-updates", type=at_least(1), help="stop after this many updates of this run (for tests)")
+    add(
         "--stop-margin",
         type=finite_at_least(0),
         default=library_default("aiayn.training.train.train_job", "stop_margin"),

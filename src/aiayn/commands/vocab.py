@@ -4,24 +4,29 @@ from __future__ import annotations
 
 from aiayn.commands import at_least, library_default, say, settings
 from aiayn.data import vocab
+from aiayn.inventory import OUTPUT, TEXT, schema
 
 
-def add_arguments(parser):
-    parser.add_argument(
+def add_arguments(add):
+    add(
         "--vocab",
+        type=schema("vocab"),
         required=True,
         help='JSON: {"model_type": "bpe", "size": 37000, "shared": true, "input_sentence_size": N} '
         "(a dataset's `vocab:` settings; what is not given is the schema's default)",
     )
-    parser.add_argument("--train-src", required=True, help="source training text, one sentence per line")
-    parser.add_argument("--train-tgt", required=True, help="target training text, aligned with --train-src")
-    parser.add_argument(
-        "--out-src", required=True, help="source sentencepiece model to write (.model; a .vocab beside it)"
+    add("--train-src", type=TEXT, required=True, help="source training text, one sentence per line")
+    add("--train-tgt", type=TEXT, required=True, help="target training text, aligned with --train-src")
+    add(
+        "--out-src", type=OUTPUT, required=True, help="source sentencepiece model to write (.model; a .vocab beside it)"
     )
-    parser.add_argument(
-        "--out-tgt", required=True, help="target sentencepiece model to write (a copy of --out-src when shared)"
+    add(
+        "--out-tgt",
+        type=OUTPUT,
+        required=True,
+        help="target sentencepiece model to write (a copy of --out-src when shared)",
     )
-    parser.add_argument(
+    add(
         "--threads",
         type=at_least(1),
         default=library_default("aiayn.data.vocab.train_pair", "threads"),
@@ -29,7 +34,7 @@ def add_arguments(parser):
     )
 
 
-def run(args) -> int:
+def run(args) -> None:
     vocab.train_pair(
         settings(args.vocab, "--vocab", "vocab"),
         args.train_src,
@@ -39,4 +44,3 @@ def run(args) -> int:
         threads=args.threads,
         log=say,
     )
-    return 0

@@ -8,20 +8,24 @@ from __future__ import annotations
 
 from aiayn.commands import say, settings
 from aiayn.data import vocab
+from aiayn.inventory import OUTPUT, SPM, TEXT, schema
 
 
-def add_arguments(parser):
-    parser.add_argument(
-        "--vocab", required=True, help='JSON: the dataset\'s vocabulary settings {"model_type", "size", "shared"}'
+def add_arguments(add):
+    add(
+        "--vocab",
+        type=schema("vocab"),
+        required=True,
+        help='JSON: the dataset\'s vocabulary settings {"model_type", "size", "shared"}',
     )
-    parser.add_argument("--spm-src", required=True, help="source sentencepiece model")
-    parser.add_argument("--spm-tgt", required=True, help="target sentencepiece model")
-    parser.add_argument("--train-src", required=True, help="source training text the models were trained on")
-    parser.add_argument("--train-tgt", required=True, help="target training text the models were trained on")
-    parser.add_argument("--out", required=True, help="JSON to write: per side, pieces made, pieces asked, reason")
+    add("--spm-src", type=SPM, required=True, help="source sentencepiece model")
+    add("--spm-tgt", type=SPM, required=True, help="target sentencepiece model")
+    add("--train-src", type=TEXT, required=True, help="source training text the models were trained on")
+    add("--train-tgt", type=TEXT, required=True, help="target training text the models were trained on")
+    add("--out", type=OUTPUT, required=True, help="JSON to write: per side, pieces made, pieces asked, reason")
 
 
-def run(args) -> int:
+def run(args) -> None:
     vocab.write_info(
         settings(args.vocab, "--vocab", "vocab"),
         args.spm_src,
@@ -31,4 +35,3 @@ def run(args) -> int:
         args.out,
         log=say,
     )
-    return 0
