@@ -28,6 +28,6 @@ def add_arguments(parser):
 
 def run(args) -> int:
     encode_corpus(
-        args.src, args.tgt, args.spm_src, args.spm_tgt, args.out, threads=args.threads, chunk=args.chunk, log=say
+        args.src, args.tgt, args.spm_src, args.spm_tgt, out=args.out, threads=args.threads, chunk=args.chunk, log=say
     )
     return 0

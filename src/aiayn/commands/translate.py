@@ -50,7 +50,7 @@ def run(args) -> int:
         args.input,
         args.spm_src,
         args.spm_tgt,
-        args.out,
+        out=args.out,
         decode=settings(args.decode, "--decode", "decode"),
         nbest=args.nbest,
         batch_tokens=args.batch_tokens,

@@ -26,9 +26,9 @@ def run(args) -> int:
         settings(args.vocab, "--vocab", "vocab"),
         args.spm_src,
         args.spm_tgt,
-        args.train_src,
-        args.train_tgt,
-        args.out,
+        text_src=args.train_src,
+        text_tgt=args.train_tgt,
+        out=args.out,
         log=say,
     )
     return 0

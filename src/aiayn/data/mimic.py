@@ -87,7 +87,7 @@ class Sample:
             yield sides[0], sides[1]
 
 
-def write_pairs(sample: Sample, n: int, seed: int, src: Path, tgt: Path) -> None:
+def write_pairs(sample: Sample, n: int, src: Path, tgt: Path, *, seed: int) -> None:
     """`n` mimic pairs as two aligned files, each gzipped (level 1) when its name ends in .gz."""
     opened = [gzip.GzipFile(p, "wb", compresslevel=1, mtime=0) if p.name.endswith(".gz") else open(p, "wb")
               for p in (src, tgt)]  # fmt: skip
@@ -136,7 +136,7 @@ def real_file(root: Path, member: str) -> Path:
 
 
 def write_archives(
-    config: dict, sizes: dict[str, int], samples: dict[str, Sample], real: Path, out: Path, *, seed: int = 1, log=print
+    config: dict, sizes: dict[str, int], samples: dict[str, Sample], *, real: Path, out: Path, seed: int = 1, log=print
 ) -> dict[str, dict]:
     """Every archive the translation datasets of the study `config` read (its `archives` that a dataset
     in `sizes` names), written under `out` at the path of its URL, `sizes[dataset]` training pairs of
@@ -173,7 +173,7 @@ def write_archives(
                 _, dataset, n, index, _ = how
                 corpus = next(c for c in config["datasets"][dataset]["train"] if c.get("archive") == archive)
                 src, tgt = (Path(tmp) / corpus[side].replace("/", "__") for side in ("src", "tgt"))
-                write_pairs(samples[dataset], n, seed + index, src, tgt)
+                write_pairs(samples[dataset], n, src, tgt, seed=seed + index)
                 files[corpus["src"]], files[corpus["tgt"]] = src, tgt
                 log(f"{archive}: {n:,} pairs of {dataset} -> {corpus['src']}, {corpus['tgt']}")
             write_tar(path, files)

@@ -192,7 +192,7 @@ def atomic_pair(src: str | os.PathLike, tgt: str | os.PathLike) -> Iterator[tupl
 
 
 def prepare_train(
-    corpora: list[dict], archives: dict[str, str], cleaning: dict, out_src, out_tgt, report_path, log=print
+    corpora: list[dict], archives: dict[str, str], cleaning: dict, *, out_src, out_tgt, report_path, log=print
 ) -> dict:
     """Concatenate training corpora (archive + member per side), aligned and cleaned; write the report; return it."""
     for member in corpora:
@@ -261,7 +261,7 @@ def local_pair(member: dict) -> dict[str, Path]:
 
 
 def prepare_eval(
-    spec: dict, name: str, archive: str | None, out_src, out_tgt, dataset: str | None = None, log=print
+    spec: dict, name: str, archive: str | None, *, out_src, out_tgt, dataset: str | None = None, log=print
 ) -> int:
     """Write one dev/test set (members `spec["src"]`, `spec["tgt"]` of `archive`, or files on disk
     without one) as aligned text; check its number of lines against `spec["lines"]` (a mistake
