@@ -33,6 +33,10 @@ from aiayn.runtime.lines import read_lines
 SEPARATORS = re.compile("[\u0085\u2028\u2029]")
 SEG = re.compile(r"<seg[^>]*>(.*?)</seg>", re.IGNORECASE | re.DOTALL)
 SEG_TAG = re.compile(r"<(/?)seg\b[^>]*>", re.IGNORECASE)
+# what reading a damaged archive raises; TypeError, struct.error: tarfile's own reading of a stream cut
+# short (ord() of b"" in its gzip header)
+ARCHIVE_ERRORS = (tarfile.TarError, EOFError, gzip.BadGzipFile, zlib.error, lzma.LZMAError, OSError, TypeError,
+                  struct.error)  # fmt: skip
 
 
 # -- archives -----------------------------------------------------------------------------------
@@ -89,17 +93,7 @@ def extract_members(
                     found[member.name] = dest / checked.name
             while stream.read(1 << 20):  # to its end: the compressor's checksum of all of it is verified there
                 pass
-    # TypeError, struct.error: tarfile's own reading of a stream cut short (ord() of b"" in its gzip header)
-    except (
-        tarfile.TarError,
-        EOFError,
-        gzip.BadGzipFile,
-        zlib.error,
-        lzma.LZMAError,
-        OSError,
-        TypeError,
-        struct.error,
-    ) as exc:
+    except ARCHIVE_ERRORS as exc:
         if isinstance(exc, UserError):
             raise
         if isinstance(exc, OSError) and not isinstance(exc, gzip.BadGzipFile) and exc.errno is not None:

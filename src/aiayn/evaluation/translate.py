@@ -3,6 +3,7 @@ restored; `translate_file` decodes a file with a checkpoint's model, one line ou
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from pathlib import Path
@@ -82,10 +83,7 @@ def translate(
 ) -> list[list[Hypothesis]]:
     """Hypotheses for every source sequence, in input order."""
     device = next(model.parameters()).device
-
-    def autocast():
-        return precision_autocast(device, precision)
-
+    autocast = functools.partial(precision_autocast, device, precision)
     model.eval()
     out: list[list[Hypothesis] | None] = [None] * len(src)
     start, done = time.perf_counter(), 0
