@@ -118,14 +118,11 @@ def check_segments(text: str, label: str) -> None:
     number, open_tag = 0, None
     for tag in SEG_TAG.finditer(text):
         closing = tag.group(1) == "/"
-        if not closing:
-            if open_tag is not None:
-                raise UserError(f"{label}: segment {number} ({open_tag}) has no </seg>; repair or replace the file")
-            number, open_tag = number + 1, tag.group(0)
-        elif open_tag is None:
+        if closing and open_tag is None:
             raise UserError(f"{label}: a </seg> without its <seg> after segment {number}; repair or replace the file")
-        else:
-            open_tag = None
+        if not closing and open_tag is not None:
+            break  # a <seg> inside the one still open
+        number, open_tag = (number, None) if closing else (number + 1, tag.group(0))
     if open_tag is not None:
         raise UserError(f"{label}: segment {number} ({open_tag}) has no </seg>; repair or replace the file")
 
