@@ -157,7 +157,7 @@ def main() -> None:
             samples[dataset] = mimic.Sample.read(files)
         made = {
             "pairs": sizes,
-            "archives": mimic.write_archives(config, sizes, samples, data / "wmt14", out / "mirror"),
+            "archives": mimic.write_archives(config, sizes, samples, real=data / "wmt14", out=out / "mirror"),
         }
         made["generated_s"] = round(time.time() - t0, 1)
         atomic_write_text(made_path, json.dumps(made, indent=2) + "\n")  # read by the next invocation

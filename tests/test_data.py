@@ -151,11 +151,16 @@ def corpus_archive(tmp_path, en: list[str], de: list[str] | bytes, name="nc.tgz"
 MEMBERS = [{"archive": "nc", "src": "training/c.en", "tgt": "training/c.de"}]
 
 
+def outputs(out):
+    """prepare_train's three outputs under the folder `out`."""
+    return {"out_src": out / "train.src", "out_tgt": out / "train.tgt", "report_path": out / "r.json"}
+
+
 def test_misaligned_corpus_names_file_and_line(tmp_path):
     archive = corpus_archive(tmp_path, ["a b", "c d", "e f"], ["a b", "c d"])
     out = tmp_path / "data"
     with pytest.raises(UserError, match=r"nc.tgz:training/c.de ends at line 2 but .*training/c.en goes on"):
-        prepare_train(MEMBERS, {"nc": str(archive)}, CLEAN, out / "train.src", out / "train.tgt", out / "r.json")
+        prepare_train(MEMBERS, {"nc": str(archive)}, CLEAN, **outputs(out))
     assert not (out / "train.src").exists() and not (out / "train.tgt").exists()
 
 
@@ -163,7 +168,7 @@ def test_invalid_utf8_names_file_and_line(tmp_path):
     archive = corpus_archive(tmp_path, ["a b", "c d", "e f"], b"a b\nc \xff d\ne f\n")
     out = tmp_path / "data"
     with pytest.raises(UserError, match=r"training/c.de, line 2: not valid UTF-8"):
-        prepare_train(MEMBERS, {"nc": str(archive)}, CLEAN, out / "train.src", out / "train.tgt", out / "r.json")
+        prepare_train(MEMBERS, {"nc": str(archive)}, CLEAN, **outputs(out))
     assert not list(out.glob("train.*"))
 
 
@@ -173,7 +178,7 @@ def test_nel_inside_lines_keeps_alignment(tmp_path):
     assert len(de.decode().splitlines()) > 502  # what str.splitlines() would do
     archive = make_tar(tmp_path / "nc.tgz", {"training/c.en": en, "training/c.de": de})
     out = tmp_path / "data"
-    report = prepare_train(MEMBERS, {"nc": str(archive)}, CLEAN, out / "train.src", out / "train.tgt", out / "r.json")
+    report = prepare_train(MEMBERS, {"nc": str(archive)}, CLEAN, **outputs(out))
     assert report["corpora"][0]["pairs"] == 502 and report["separators_replaced"] == de.decode().count("\u0085") >= 2
     src, tgt = list(read_lines(out / "train.src")), list(read_lines(out / "train.tgt"))
     assert len(src) == len(tgt) == report["kept"] and not any("\u0085" in line for line in tgt)
@@ -188,7 +193,7 @@ def test_your_own_files_are_read_and_left_as_they_are(tmp_path):
         (tmp_path / name).write_bytes(data)
     corpora = [*MEMBERS, {"src": str(tmp_path / "train.en"), "tgt": str(tmp_path / "train.xx.gz")}]
     out = tmp_path / "data"
-    report = prepare_train(corpora, {"nc": str(archive)}, CLEAN, out / "train.src", out / "train.tgt", out / "r.json")
+    report = prepare_train(corpora, {"nc": str(archive)}, CLEAN, **outputs(out))
     assert report["kept"] == 4 and list(read_lines(out / "train.tgt"))[2:] == ["un deux", "trois quatre"]
     assert {name: (tmp_path / name).read_bytes() for name in mine} == mine and archive.is_file()
     assert not list(out.glob("*tmp*")) and sorted(p.name for p in out.iterdir()) == ["r.json", "train.src", "train.tgt"]
@@ -203,9 +208,7 @@ def test_cleaning_counts(tmp_path):
         MEMBERS,
         {"nc": str(archive)},
         {"min_len": 1, "max_len": 250, "max_ratio": 1.5, "max_chars": 5000},
-        out / "train.src",
-        out / "train.tgt",
-        out / "r.json",
+        **outputs(out),
     )
     assert report["removed"] == {"empty": 2, "too_short": 0, "too_long": 1, "ratio": 1, "too_many_chars": 1}
     assert list(read_lines(out / "train.src")) == ["ok one", "fine pair"]
@@ -223,10 +226,12 @@ def test_eval_set_line_count_is_checked(tmp_path):
         },
     )
     spec = {"src": "dev/newstest2014-deen-src.en.sgm", "tgt": "dev/newstest2014-deen-ref.de.sgm", "lines": 3003}
-    assert prepare_eval(spec, "newstest2014", archive, tmp_path / "t.src", tmp_path / "t.tgt") == 3003
+    assert prepare_eval(spec, "newstest2014", archive, out_src=tmp_path / "t.src", out_tgt=tmp_path / "t.tgt") == 3003
     assert list(read_lines(tmp_path / "t.tgt")) == list(read_lines(shared("wmt14", "en-de", "newstest2014.de")))
     with pytest.raises(UserError, match="has 3003 segments, newstest2014 is expected to have 2737: set "):
-        prepare_eval({**spec, "lines": 2737}, "newstest2014", archive, tmp_path / "u.src", tmp_path / "u.tgt")
+        prepare_eval(
+            {**spec, "lines": 2737}, "newstest2014", archive, out_src=tmp_path / "u.src", out_tgt=tmp_path / "u.tgt"
+        )
 
 
 # -- vocabulary and encoding -----------------------------------------------------------------------------------
@@ -247,7 +252,7 @@ def test_encode_round_trip_and_statistics(tmp_path):
     en, de = shared("wmt14", "en-de", "newstest2013.en"), shared("wmt14", "en-de", "newstest2013.de")
     model = tmp_path / "spm.model"
     vocab.train([en, de], model, model_type="bpe", size=1000, input_sentence_size=0)
-    stats = encode_corpus(str(en), str(de), str(model), str(model), str(tmp_path / "dev.bin"), chunk=700)
+    stats = encode_corpus(str(en), str(de), str(model), str(model), out=str(tmp_path / "dev.bin"), chunk=700)
     corpus = binary.read(tmp_path / "dev.bin")
     sp = vocab.load(model)
     assert len(corpus) == stats["pairs"] == 3000
@@ -394,5 +399,7 @@ def test_an_eval_set_of_no_lines_is_refused_where_it_is_prepared(tmp_path):
     """Not four jobs later, at score."""
     archive = make_tar(tmp_path / "dev.tgz", {"dev.en": b"", "dev.de": b""})
     with pytest.raises(UserError, match="dev.en: no segments; dev must have some"):
-        prepare_eval({"src": "dev.en", "tgt": "dev.de"}, "dev", archive, tmp_path / "d.src", tmp_path / "d.tgt")
+        prepare_eval(
+            {"src": "dev.en", "tgt": "dev.de"}, "dev", archive, out_src=tmp_path / "d.src", out_tgt=tmp_path / "d.tgt"
+        )
     assert not (tmp_path / "d.src").exists()

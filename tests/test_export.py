@@ -43,7 +43,7 @@ def trained(tmp_path_factory) -> Path:
     vocab.train([str(w / "train.src"), str(w / "train.tgt")], w / "spm.model", model_type="bpe", size=60,
                 input_sentence_size=0)  # fmt: skip
     spm = str(w / "spm.model")
-    encode_corpus(str(w / "train.src"), str(w / "train.tgt"), spm, spm, str(w / "train.bin"))
+    encode_corpus(str(w / "train.src"), str(w / "train.tgt"), spm, spm, out=str(w / "train.bin"))
     settings = toy.settings(steps=600, warmup_steps=60)
     settings["model"].update(N=2, d_model=32, d_ff=64, h=4, d_k=8, d_v=8)
     files = RunFiles(w / "checkpoints", w / "model.pt", w / "metrics.jsonl")

@@ -200,7 +200,7 @@ def test_download_never_writes_past_the_configured_size(world, tmp_path, capsys,
             part = tmp_path / "part"
             seen = []
             with pytest.raises(Exception, match="sends more than"):
-                fetch(url, part, 10, size - 10, on_block=lambda: seen.append(part.stat().st_size))
+                fetch(url, part, 10, size=size - 10, on_block=lambda: seen.append(part.stat().st_size))
             assert max(seen, default=0) <= size - 10 and not part.exists()
 
 

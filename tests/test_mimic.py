@@ -55,8 +55,8 @@ def test_the_archives_are_config_yamls_and_its_prepare_reads_them(tmp_path):
         for side in ("src", "tgt"):
             (real / spec[side].rsplit("/", 1)[-1]).write_text("".join(f"{side} line {i}\n" for i in range(5)))
     logged = []
-    written = mimic.write_archives(config, {"wmt14-en-de": 3_000}, {"wmt14-en-de": SAMPLE}, real, tmp_path / "mirror",
-                                   log=logged.append)  # fmt: skip
+    written = mimic.write_archives(config, {"wmt14-en-de": 3_000}, {"wmt14-en-de": SAMPLE}, real=real,
+                                   out=tmp_path / "mirror", log=logged.append)  # fmt: skip
     assert set(written) == {"europarl-v7", "commoncrawl", "news-commentary-v9", "dev"}
     ds = config["datasets"]["wmt14-en-de"]
     counted = 0
@@ -71,8 +71,9 @@ def test_the_archives_are_config_yamls_and_its_prepare_reads_them(tmp_path):
     # the study's own prepare over them: every pair read, aligned, and cleaned by config.yaml's rules
     # (the sample's pairs (3, 2), (2, 1), (4, 4) words: the second above the ratio 1.5, the others kept)
     archives = {c["archive"]: str(tmp_path / "mirror" / url(config, c["archive"])) for c in ds["train"]}
-    report = prepare_train(ds["train"], archives, config["cleaning"], tmp_path / "train.src", tmp_path / "train.tgt",
-                           tmp_path / "train.report.json", log=lambda m: None)  # fmt: skip
+    report = prepare_train(ds["train"], archives, config["cleaning"], out_src=tmp_path / "train.src",
+                           out_tgt=tmp_path / "train.tgt", report_path=tmp_path / "train.report.json",
+                           log=lambda m: None)  # fmt: skip
     assert report["kept"] + sum(report["removed"].values()) == 3_000
     kept = (tmp_path / "train.src").read_text().splitlines()
     assert len(kept) == report["kept"] and {len(line.split()) for line in kept} == {3, 4}

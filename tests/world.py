@@ -51,7 +51,7 @@ def build_world(w: Path) -> Path:
         vocab.train([str(w / text)], w / f"{name}.model", model_type="bpe", size=60, input_sentence_size=0)
     for text, spm, out in (("a.txt", "spm-a", "train.bin"), ("b.txt", "spm-b", "dev-b.bin")):
         model = str(w / f"{spm}.model")
-        encode_corpus(str(w / text), str(w / text), model, model, str(w / out), log=lambda m: None)
+        encode_corpus(str(w / text), str(w / text), model, model, out=str(w / out), log=lambda m: None)
     settings = toy.settings(steps=2)
     settings["vocab"]["shared"] = True
     files = RunFiles(w / "checkpoints", w / "model.pt", w / "metrics.jsonl")

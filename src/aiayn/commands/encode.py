@@ -29,5 +29,5 @@ def add_arguments(add):
 
 def run(args) -> None:
     encode_corpus(
-        args.src, args.tgt, args.spm_src, args.spm_tgt, args.out, threads=args.threads, chunk=args.chunk, log=say
+        args.src, args.tgt, args.spm_src, args.spm_tgt, out=args.out, threads=args.threads, chunk=args.chunk, log=say
     )

@@ -37,8 +37,8 @@ def run(args) -> None:
         settings_list(args.corpora, "--corpora", "member_pair"),
         settings(args.archives, "--archives", "archive_paths"),
         settings(args.cleaning, "--cleaning", "cleaning"),
-        args.src,
-        args.tgt,
-        args.report,
+        out_src=args.src,
+        out_tgt=args.tgt,
+        report_path=args.report,
         log=say,
     )

@@ -25,8 +25,8 @@ def run(args) -> None:
         settings(args.spec, "--spec", "eval_set"),
         args.name,
         args.archive or None,
-        args.src,
-        args.tgt,
-        args.dataset,
+        out_src=args.src,
+        out_tgt=args.tgt,
+        dataset=args.dataset,
         log=say,
     )

@@ -30,9 +30,9 @@ def run(args) -> None:
     write_split(
         settings(args.dataset, "--dataset", "dataset", partial=True),
         args.split,
-        args.src,
-        args.tgt,
-        args.gold,
+        out_src=args.src,
+        out_tgt=args.tgt,
+        out_gold=args.gold,
         archive=args.treebank_archive or None,
         log=say,
     )

@@ -53,7 +53,7 @@ def run(args) -> None:
         args.input,
         args.spm_src,
         args.spm_tgt,
-        args.out,
+        out=args.out,
         decode=settings(args.decode, "--decode", "decode"),
         nbest=args.nbest,
         batch_tokens=args.batch_tokens,

@@ -39,8 +39,8 @@ def run(args) -> None:
         settings(args.vocab, "--vocab", "vocab"),
         args.train_src,
         args.train_tgt,
-        args.out_src,
-        args.out_tgt,
+        out_src=args.out_src,
+        out_tgt=args.out_tgt,
         threads=args.threads,
         log=say,
     )

@@ -30,8 +30,8 @@ def run(args) -> None:
         settings(args.vocab, "--vocab", "vocab"),
         args.spm_src,
         args.spm_tgt,
-        args.train_src,
-        args.train_tgt,
-        args.out,
+        text_src=args.train_src,
+        text_tgt=args.train_tgt,
+        out=args.out,
         log=say,
     )

@@ -46,7 +46,7 @@ def derived_files(url: str, out) -> tuple[list, list]:
     return [("--out's .part", str(part_of(out)), "appended")], [("--url", source, "file")] if source else []
 
 
-def fetch(url: str, part: Path, timeout: float, size: int | None = None, on_block=None) -> None:
+def fetch(url: str, part: Path, timeout: float, *, size: int | None = None, on_block=None) -> None:
     """Append the rest of `url` to `part` (all of it if the server ignores the range), never past
     `size` bytes in all: a server that sends more is refused (and the file removed) as it sends.
     (`on_block`: called after each block written, for tests.)"""
@@ -121,26 +121,7 @@ def download(
             )
         shutil.copyfile(source, part)
     else:
-        for attempt in range(1, retries + 2):
-            try:
-                fetch(url, part, timeout, size)
-                have = part.stat().st_size if part.exists() else 0
-                if size is not None and have < size:
-                    raise Incomplete(f"the connection closed after {have:,} of {size:,} bytes")
-                break
-            except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
-                if isinstance(exc, OSError) and exc.errno in WRITING:
-                    raise  # the disk's fault (a full disk): retrying would fail the same way
-                if isinstance(exc, urllib.error.HTTPError) and exc.code in (403, 404, 410):
-                    raise UserError(
-                        f"{url}: HTTP {exc.code} {exc.reason}; check the URL (or `mirror`) in config.yaml"
-                    ) from None
-                if attempt > retries:
-                    raise UserError(
-                        f"{url}: download failed after {attempt} attempts ({exc}); run again to resume from {part}"
-                    ) from None
-                log(f"{url}: attempt {attempt} failed ({exc}); resuming in {wait:g} s")
-                time.sleep(wait)
+        fetch_retrying(url, part, retries=retries, wait=wait, timeout=timeout, size=size, log=log)
     if size is not None and part.stat().st_size != size:
         got = part.stat().st_size
         part.unlink()
@@ -162,3 +143,28 @@ def download(
     else:
         os.replace(part, target)
     log(f"{url}: sha256 verified -> {out}")
+
+
+def fetch_retrying(url: str, part: Path, *, retries: int, wait: float, timeout: float, size: int | None, log) -> None:
+    """`fetch` until `part` is whole (`size` bytes where known), again after a failure of the network
+    (`retries` times, `wait` seconds apart); a full disk or an HTTP 403, 404 or 410 stops it at once."""
+    for attempt in range(1, retries + 2):
+        try:
+            fetch(url, part, timeout, size=size)
+            have = part.stat().st_size if part.exists() else 0
+            if size is not None and have < size:
+                raise Incomplete(f"the connection closed after {have:,} of {size:,} bytes")
+            return
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+            if isinstance(exc, OSError) and exc.errno in WRITING:
+                raise  # the disk's fault (a full disk): retrying would fail the same way
+            if isinstance(exc, urllib.error.HTTPError) and exc.code in (403, 404, 410):
+                raise UserError(
+                    f"{url}: HTTP {exc.code} {exc.reason}; check the URL (or `mirror`) in config.yaml"
+                ) from None
+            if attempt > retries:
+                raise UserError(
+                    f"{url}: download failed after {attempt} attempts ({exc}); run again to resume from {part}"
+                ) from None
+            log(f"{url}: attempt {attempt} failed ({exc}); resuming in {wait:g} s")
+            time.sleep(wait)

@@ -46,7 +46,7 @@ def _text(raw: bytes, path: str, number: int) -> str:
 
 
 def encode_corpus(
-    src: str, tgt: str, spm_src: str, spm_tgt: str, out: str, *, threads: int = 1, chunk: int = 100_000, log=print
+    src: str, tgt: str, spm_src: str, spm_tgt: str, *, out: str, threads: int = 1, chunk: int = 100_000, log=print
 ) -> dict:
     """Encode aligned files `src`/`tgt` into `out`; return the header's statistics."""
     writable(out)
@@ -56,46 +56,10 @@ def encode_corpus(
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with scratch_dir(out) as tmp:
-        raw = {name: open(os.path.join(tmp, name), "wb") for name in ("src_tok", "src_len", "tgt_tok", "tgt_len")}
-        pairs, longest, tokens = 0, {"src": 0, "tgt": 0}, {"src": 0, "tgt": 0}
-        try:
-            for lines_s, lines_t in read_pairs(src, tgt, chunk):
-                for side, lines in (("src", lines_s), ("tgt", lines_t)):
-                    ids = sp[side].Encode(lines, num_threads=threads)
-                    lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
-                    np.fromiter((t for x in ids for t in x), dtype=dtype, count=int(lengths.sum())).tofile(
-                        raw[f"{side}_tok"]
-                    )
-                    lengths.tofile(raw[f"{side}_len"])
-                    longest[side] = max(longest[side], int(lengths.max()))
-                    tokens[side] += int(lengths.sum())
-                pairs += len(lines_s)
-        except OSError as exc:  # numpy's "n requested and 0 written": the disk, said as such
-            raise (write_failure(out, exc) if exc.errno is None else exc) from None
-        finally:
-            for f in raw.values():
-                with contextlib.suppress(OSError):  # a full disk: the write above said so
-                    f.close()
+        pairs, longest, tokens = _encode_raw(src, tgt, sp, tmp=tmp, out=out, dtype=dtype, threads=threads, chunk=chunk)
         if pairs == 0:
             raise UserError(f"{src}: no lines to encode")
-        arrays = {}
-        for side in ("src", "tgt"):
-            off_path = os.path.join(tmp, f"{side}_off")
-            open(off_path, "wb").close()
-            ensure_space(off_path, (pairs + 1) * 8)  # a full disk is an error now, not a SIGBUS in the map
-            offsets = np.memmap(off_path, dtype=np.int64, mode="r+", shape=(pairs + 1,))
-            lengths = np.memmap(os.path.join(tmp, f"{side}_len"), dtype=np.int64, mode="r", shape=(pairs,))
-            offsets[0], carry = 0, 0
-            for i in range(0, pairs, binary.CHUNK):
-                part = np.cumsum(lengths[i : i + binary.CHUNK]) + carry
-                offsets[i + 1 : i + 1 + len(part)] = part
-                carry = int(part[-1])
-            toks = (
-                np.memmap(os.path.join(tmp, f"{side}_tok"), dtype=dtype, mode="r", shape=(tokens[side],))
-                if tokens[side]
-                else np.empty(0, dtype)
-            )
-            arrays[side] = (toks, offsets)
+        arrays = {side: _side_arrays(tmp, side, pairs, tokens[side], dtype=dtype) for side in ("src", "tgt")}
         meta = {
             "src_vocab": sizes["src"],
             "tgt_vocab": sizes["tgt"],
@@ -113,3 +77,50 @@ def encode_corpus(
         f"longest {longest['src']} / {longest['tgt']}"
     )
     return {"pairs": pairs, **meta}
+
+
+def _encode_raw(src: str, tgt: str, sp: dict, *, tmp: str, out: Path, dtype, threads: int, chunk: int) -> tuple:
+    """Each side's token ids and lengths appended to raw files in `tmp`, a chunk of lines at a time;
+    returns (pairs, longest sentence per side, tokens per side)."""
+    raw = {name: open(os.path.join(tmp, name), "wb") for name in ("src_tok", "src_len", "tgt_tok", "tgt_len")}
+    pairs, longest, tokens = 0, {"src": 0, "tgt": 0}, {"src": 0, "tgt": 0}
+    try:
+        for lines_s, lines_t in read_pairs(src, tgt, chunk):
+            for side, lines in (("src", lines_s), ("tgt", lines_t)):
+                ids = sp[side].Encode(lines, num_threads=threads)
+                lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+                np.fromiter((t for x in ids for t in x), dtype=dtype, count=int(lengths.sum())).tofile(
+                    raw[f"{side}_tok"]
+                )
+                lengths.tofile(raw[f"{side}_len"])
+                longest[side] = max(longest[side], int(lengths.max()))
+                tokens[side] += int(lengths.sum())
+            pairs += len(lines_s)
+    except OSError as exc:  # numpy's "n requested and 0 written": the disk, said as such
+        raise (write_failure(out, exc) if exc.errno is None else exc) from None
+    finally:
+        for f in raw.values():
+            with contextlib.suppress(OSError):  # a full disk: the write above said so
+                f.close()
+    return pairs, longest, tokens
+
+
+def _side_arrays(tmp: str, side: str, pairs: int, tokens: int, *, dtype) -> tuple:
+    """(tokens, offsets) of one side, memory-mapped from the raw files of `_encode_raw`; the offsets
+    are summed from the lengths in chunks."""
+    off_path = os.path.join(tmp, f"{side}_off")
+    open(off_path, "wb").close()
+    ensure_space(off_path, (pairs + 1) * 8)  # a full disk is an error now, not a SIGBUS in the map
+    offsets = np.memmap(off_path, dtype=np.int64, mode="r+", shape=(pairs + 1,))
+    lengths = np.memmap(os.path.join(tmp, f"{side}_len"), dtype=np.int64, mode="r", shape=(pairs,))
+    offsets[0], carry = 0, 0
+    for i in range(0, pairs, binary.CHUNK):
+        part = np.cumsum(lengths[i : i + binary.CHUNK]) + carry
+        offsets[i + 1 : i + 1 + len(part)] = part
+        carry = int(part[-1])
+    toks = (
+        np.memmap(os.path.join(tmp, f"{side}_tok"), dtype=dtype, mode="r", shape=(tokens,))
+        if tokens
+        else np.empty(0, dtype)
+    )
+    return toks, offsets

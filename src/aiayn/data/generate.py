@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import random
 import tarfile
 from dataclasses import dataclass
@@ -102,22 +103,20 @@ def sentence(rng: random.Random, lex: Lexicon):
     return " ".join(eng) + ".", " ".join(zil) + ".", tree
 
 
-def corpus(seed: int, n: int, lex: Lexicon) -> list[tuple[str, str, str]]:
-    rng = random.Random(seed)
-    return [sentence(rng, lex) for _ in range(n)]
-
-
-def _tar(path: Path, members: dict[str, str]) -> None:
-    with atomic_path(path) as tmp, open(tmp, "wb") as raw:
-        with (
-            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz,
-            tarfile.open(fileobj=gz, mode="w") as tar,
-        ):
-            for name, text in members.items():
-                data = text.encode()
+def write_tar(out: Path, members: dict[str, bytes | Path]) -> None:
+    """A tar archive of `members` ({member name: its bytes, or the file that holds them}), gzipped
+    (level 1) when `out` is a .tgz or .tar.gz, written atomically; the same members, the same bytes."""
+    gzipped = out.name.endswith((".tgz", ".tar.gz"))
+    with atomic_path(out) as tmp, open(tmp, "wb") as raw:
+        stream = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=1) if gzipped else raw
+        with tarfile.open(fileobj=stream, mode="w", format=tarfile.GNU_FORMAT) as tar:
+            for name, data in members.items():
                 info = tarfile.TarInfo(name)
-                info.size, info.mtime = len(data), 0  # same seed -> same bytes
-                tar.addfile(info, io.BytesIO(data))
+                info.size, info.mtime = len(data) if isinstance(data, bytes) else os.path.getsize(data), 0
+                with io.BytesIO(data) if isinstance(data, bytes) else open(data, "rb") as f:
+                    tar.addfile(info, f)
+        if gzipped:
+            stream.close()
 
 
 def splits(seed: int, sizes: dict[str, int]) -> dict[str, list[tuple[str, str, str]]]:
@@ -143,9 +142,9 @@ def write_translation_archive(path: Path, seed: int, sizes: dict[str, int]) -> N
     members = {}
     for name, rows in data.items():
         stem = "training/demo.eng-zil" if name == "train" else f"dev/{name}"
-        members[f"{stem}.eng"] = "".join(r[0] + "\n" for r in rows)
-        members[f"{stem}.zil"] = "".join(r[1] + "\n" for r in rows)
-    _tar(path, members)
+        members[f"{stem}.eng"] = "".join(r[0] + "\n" for r in rows).encode()
+        members[f"{stem}.zil"] = "".join(r[1] + "\n" for r in rows).encode()
+    write_tar(path, members)
 
 
 def write_treebank_archive(path: Path, seed: int, sizes: dict[str, int]) -> None:
@@ -153,8 +152,8 @@ def write_treebank_archive(path: Path, seed: int, sizes: dict[str, int]) -> None
     data = splits(seed, sizes)
     members = {}
     for section, rows in data.items():
-        members[f"parsed/mrg/wsj/{section}/wsj_{section}00.mrg"] = "".join(f"( {r[2]} )\n" for r in rows)
-    _tar(path, members)
+        members[f"parsed/mrg/wsj/{section}/wsj_{section}00.mrg"] = "".join(f"( {r[2]} )\n" for r in rows).encode()
+    write_tar(path, members)
 
 
 WRITERS = {"translation": write_translation_archive, "treebank": write_treebank_archive}

@@ -20,14 +20,14 @@ from __future__ import annotations
 import gzip
 import os
 import posixpath
-import tarfile
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
+from aiayn.data.generate import write_tar
 from aiayn.errors import UserError
-from aiayn.io import atomic_path, file_sha256, scratch_dir
+from aiayn.io import file_sha256, scratch_dir
 from aiayn.runtime.lines import read_lines
 
 # the sentence pairs of each WMT14 training corpus (statmt.org's figures), by (archive, pair)
@@ -87,7 +87,7 @@ class Sample:
             yield sides[0], sides[1]
 
 
-def write_pairs(sample: Sample, n: int, seed: int, src: Path, tgt: Path) -> None:
+def write_pairs(sample: Sample, n: int, src: Path, tgt: Path, *, seed: int) -> None:
     """`n` mimic pairs as two aligned files, each gzipped (level 1) when its name ends in .gz."""
     opened = [gzip.GzipFile(p, "wb", compresslevel=1, mtime=0) if p.name.endswith(".gz") else open(p, "wb")
               for p in (src, tgt)]  # fmt: skip
@@ -98,22 +98,6 @@ def write_pairs(sample: Sample, n: int, seed: int, src: Path, tgt: Path) -> None
     finally:
         for f in opened:
             f.close()
-
-
-def write_tar(out: Path, members: dict[str, Path]) -> None:
-    """A tar archive of `members` ({member name: file}), gzipped (level 1) when `out` is a .tgz or
-    .tar.gz, written atomically."""
-    gzipped = out.name.endswith((".tgz", ".tar.gz"))
-    with atomic_path(out) as tmp, open(tmp, "wb") as raw:
-        stream = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=1) if gzipped else raw
-        with tarfile.open(fileobj=stream, mode="w", format=tarfile.GNU_FORMAT) as tar:
-            for name, path in members.items():
-                info = tarfile.TarInfo(name)
-                info.size, info.mtime = os.path.getsize(path), 0
-                with open(path, "rb") as f:
-                    tar.addfile(info, f)
-        if gzipped:
-            stream.close()
 
 
 def split_pairs(total: int, corpora: list[tuple[str, str]]) -> list[int]:
@@ -136,44 +120,39 @@ def real_file(root: Path, member: str) -> Path:
 
 
 def write_archives(
-    config: dict, sizes: dict[str, int], samples: dict[str, Sample], real: Path, out: Path, *, seed: int = 1, log=print
+    config: dict, sizes: dict[str, int], samples: dict[str, Sample], *, real: Path, out: Path, seed: int = 1, log=print
 ) -> dict[str, dict]:
     """Every archive the translation datasets of the study `config` read (its `archives` that a dataset
     in `sizes` names), written under `out` at the path of its URL, `sizes[dataset]` training pairs of
     `samples[dataset]`'s statistics over each dataset's corpora, its eval sets the real files under
     `real`. Returns {archive: {"sha256", "size"}}, what a study's `archives:` entry says of each."""
-    members: dict[str, dict[str, tuple]] = {}  # archive -> member -> how to make it
+    # archive -> member -> how to make it: ("pairs", dataset, corpus, pairs, seed) (its source member
+    # stands for both sides) or ("real", file)
+    members: dict[str, dict[str, tuple]] = {}
     for number, (dataset, total) in enumerate(sizes.items()):
         ds = config["datasets"][dataset]
         pair = "-".join(sorted({ds["src"], ds["tgt"]}, key=lambda lang: lang == "en"))  # de-en, fr-en
         corpora = [c for c in ds["train"] if c.get("archive")]
         for i, (corpus, n) in enumerate(zip(corpora, split_pairs(total, [(c["archive"], pair) for c in corpora]))):
-            members.setdefault(corpus["archive"], {})[corpus["src"]] = ("pairs", dataset, n, 1000 * number + i, "src")
-            members[corpus["archive"]][corpus["tgt"]] = ("pairs", dataset, n, 1000 * number + i, "tgt")
+            how = ("pairs", dataset, corpus, n, seed + 1000 * number + i)
+            members.setdefault(corpus["archive"], {})[corpus["src"]] = how
         for spec in ds["eval_sets"].values():
-            if spec.get("archive"):
-                for side in ("src", "tgt"):
-                    members.setdefault(spec["archive"], {})[spec[side]] = ("real", real_file(real, spec[side]))
+            for side in ("src", "tgt") if spec.get("archive") else ():
+                members.setdefault(spec["archive"], {})[spec[side]] = ("real", real_file(real, spec[side]))
     written = {}
     for archive, parts in members.items():
-        url = config["archives"][archive]["url"]
-        path = out / url.split("://", 1)[1].split("/", 1)[1]
+        path = out / config["archives"][archive]["url"].split("://", 1)[1].split("/", 1)[1]
         path.parent.mkdir(parents=True, exist_ok=True)
         with scratch_dir(path) as tmp:
-            files: dict[str, Path] = {}
+            files: dict[str, Path | bytes] = {}
             for name, how in parts.items():
-                if name in files:  # the other side of a corpus already written
-                    continue
                 if how[0] == "real":
-                    files[name] = Path(tmp) / name.replace("/", "__")
                     text = b"".join(line.encode("utf-8") + b"\n" for line in read_lines(how[1], keep_bom=True))
-                    with (gzip.open if name.endswith(".gz") else open)(files[name], "wb") as f:
-                        f.write(text)
+                    files[name] = gzip.compress(text, mtime=0) if name.endswith(".gz") else text
                     continue
-                _, dataset, n, index, _ = how
-                corpus = next(c for c in config["datasets"][dataset]["train"] if c.get("archive") == archive)
+                _, dataset, corpus, n, corpus_seed = how
                 src, tgt = (Path(tmp) / corpus[side].replace("/", "__") for side in ("src", "tgt"))
-                write_pairs(samples[dataset], n, seed + index, src, tgt)
+                write_pairs(samples[dataset], n, src, tgt, seed=corpus_seed)
                 files[corpus["src"]], files[corpus["tgt"]] = src, tgt
                 log(f"{archive}: {n:,} pairs of {dataset} -> {corpus['src']}, {corpus['tgt']}")
             write_tar(path, files)

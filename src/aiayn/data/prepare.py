@@ -33,6 +33,10 @@ from aiayn.runtime.lines import read_lines
 SEPARATORS = re.compile("[\u0085\u2028\u2029]")
 SEG = re.compile(r"<seg[^>]*>(.*?)</seg>", re.IGNORECASE | re.DOTALL)
 SEG_TAG = re.compile(r"<(/?)seg\b[^>]*>", re.IGNORECASE)
+# what reading a damaged archive raises; TypeError, struct.error: tarfile's own reading of a stream cut
+# short (ord() of b"" in its gzip header)
+ARCHIVE_ERRORS = (tarfile.TarError, EOFError, gzip.BadGzipFile, zlib.error, lzma.LZMAError, OSError, TypeError,
+                  struct.error)  # fmt: skip
 
 
 # -- archives -----------------------------------------------------------------------------------
@@ -89,17 +93,7 @@ def extract_members(
                     found[member.name] = dest / checked.name
             while stream.read(1 << 20):  # to its end: the compressor's checksum of all of it is verified there
                 pass
-    # TypeError, struct.error: tarfile's own reading of a stream cut short (ord() of b"" in its gzip header)
-    except (
-        tarfile.TarError,
-        EOFError,
-        gzip.BadGzipFile,
-        zlib.error,
-        lzma.LZMAError,
-        OSError,
-        TypeError,
-        struct.error,
-    ) as exc:
+    except ARCHIVE_ERRORS as exc:
         if isinstance(exc, UserError):
             raise
         if isinstance(exc, OSError) and not isinstance(exc, gzip.BadGzipFile) and exc.errno is not None:
@@ -124,14 +118,11 @@ def check_segments(text: str, label: str) -> None:
     number, open_tag = 0, None
     for tag in SEG_TAG.finditer(text):
         closing = tag.group(1) == "/"
-        if not closing:
-            if open_tag is not None:
-                raise UserError(f"{label}: segment {number} ({open_tag}) has no </seg>; repair or replace the file")
-            number, open_tag = number + 1, tag.group(0)
-        elif open_tag is None:
+        if closing and open_tag is None:
             raise UserError(f"{label}: a </seg> without its <seg> after segment {number}; repair or replace the file")
-        else:
-            open_tag = None
+        if not closing and open_tag is not None:
+            break  # a <seg> inside the one still open
+        number, open_tag = (number, None) if closing else (number + 1, tag.group(0))
     if open_tag is not None:
         raise UserError(f"{label}: segment {number} ({open_tag}) has no </seg>; repair or replace the file")
 
@@ -192,7 +183,7 @@ def atomic_pair(src: str | os.PathLike, tgt: str | os.PathLike) -> Iterator[tupl
 
 
 def prepare_train(
-    corpora: list[dict], archives: dict[str, str], cleaning: dict, out_src, out_tgt, report_path, log=print
+    corpora: list[dict], archives: dict[str, str], cleaning: dict, *, out_src, out_tgt, report_path, log=print
 ) -> dict:
     """Concatenate training corpora (archive + member per side), aligned and cleaned; write the report; return it."""
     for member in corpora:
@@ -261,7 +252,7 @@ def local_pair(member: dict) -> dict[str, Path]:
 
 
 def prepare_eval(
-    spec: dict, name: str, archive: str | None, out_src, out_tgt, dataset: str | None = None, log=print
+    spec: dict, name: str, archive: str | None, *, out_src, out_tgt, dataset: str | None = None, log=print
 ) -> int:
     """Write one dev/test set (members `spec["src"]`, `spec["tgt"]` of `archive`, or files on disk
     without one) as aligned text; check its number of lines against `spec["lines"]` (a mistake

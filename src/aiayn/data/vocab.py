@@ -258,16 +258,13 @@ def describe(model: str | os.PathLike, asked: int, texts: list[str | os.PathLike
     return info
 
 
-def describe_pair(settings: dict, model_src, model_tgt, text_src, text_tgt) -> dict:
-    """{"source": describe(...), "target": ...}: a dataset's two vocabularies against the size
-    asked (`settings`: the dataset's complete `vocab:` settings), each judged on the text it was
-    trained on (both sides when shared)."""
-    texts = {"source": [text_src], "target": [text_tgt]}
-    if settings["shared"]:
-        texts = {"source": [text_src, text_tgt], "target": [text_src, text_tgt]}
+def describe_pair(settings: dict, models: tuple, texts: tuple) -> dict:
+    """{"source": describe(...), "target": ...}: a dataset's two vocabularies (`models`: source,
+    target) against the size asked (`settings`: the dataset's complete `vocab:` settings), each
+    judged on the text it was trained on (`texts`: source, target; both sides when shared)."""
     return {
-        side: describe(model, settings["size"], texts[side], settings["model_type"])
-        for side, model in (("source", model_src), ("target", model_tgt))
+        side: describe(model, settings["size"], list(texts) if settings["shared"] else [text], settings["model_type"])
+        for side, model, text in zip(SIDES.values(), models, texts)
     }
 
 
@@ -291,7 +288,7 @@ def derived_files(vocab: str, out_src, out_tgt) -> tuple[list, list]:
     return [(f"{option}'s .vocab", str(pieces_of(model)), "file") for option, model in models], []
 
 
-def train_pair(settings: dict, train_src, train_tgt, out_src, out_tgt, *, threads: int = 1, log=print) -> dict:
+def train_pair(settings: dict, train_src, train_tgt, *, out_src, out_tgt, threads: int = 1, log=print) -> dict:
     """A dataset's two vocabularies (`settings`: its complete `vocab:` settings), trained on its
     training text: one model written under both names when shared. Returns `describe_pair`."""
     for path in (train_src, train_tgt):
@@ -309,7 +306,7 @@ def train_pair(settings: dict, train_src, train_tgt, out_src, out_tgt, *, thread
         else:
             train([train_src], out_src, **common)
             train([train_tgt], out_tgt, **common)
-    info = describe_pair(settings, out_src, out_tgt, train_src, train_tgt)
+    info = describe_pair(settings, (out_src, out_tgt), (train_src, train_tgt))
     for side, one in info.items():
         log(f"{side} vocabulary: {one['pieces']} pieces -> {one['model']}")
         if one["reason"]:
@@ -317,11 +314,11 @@ def train_pair(settings: dict, train_src, train_tgt, out_src, out_tgt, *, thread
     return info
 
 
-def write_info(settings: dict, model_src, model_tgt, text_src, text_tgt, out, log=print) -> dict:
+def write_info(settings: dict, model_src, model_tgt, *, text_src, text_tgt, out, log=print) -> dict:
     """vocab.json: `describe_pair` of a dataset's vocabularies, where a reader of the results looks."""
     for path in (text_src, text_tgt):  # read only when a vocabulary is smaller than asked: checked always
         readable(path, "the training text")
-    info = describe_pair(settings, model_src, model_tgt, text_src, text_tgt)
+    info = describe_pair(settings, (model_src, model_tgt), (text_src, text_tgt))
     atomic_write_text(out, json.dumps(info, indent=2) + "\n")
     for side, one in info.items():
         log(f"{side}: {one['pieces']} of {one['asked']} pieces{'; ' + one['reason'] if one['reason'] else ''}")

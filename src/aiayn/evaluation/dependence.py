@@ -26,33 +26,19 @@ def bracketing(line: str) -> str:
     or a bracketed gold tree ("(TOP (S (NP (DT the) (NN cat)) ...") alike, the gold's outer TOP left out."""
     text = line.strip()
     if PRETERMINAL.search(text):  # a bracketed tree: linearize it as the model's target is
-        text = PRETERMINAL.sub(" XX ", text)
-        out = []
-        for token in re.findall(r"\(\S*|\)|[^\s()]+", text):
+        tokens, open_labels = [], []  # a ")" closes the innermost constituent still open
+        for token in re.findall(r"\(\S*|\)|[^\s()]+", PRETERMINAL.sub(" XX ", text)):
             if token.startswith("("):
-                out.append(token)
+                open_labels.append(token[1:])
             elif token == ")":
-                out.append(")" + _innermost(out))
-            else:
-                out.append(token)
-        tokens = out
+                token = ")" + (open_labels.pop() if open_labels else "")
+            tokens.append(token)
     else:
         tokens = text.split()
     tokens = [t if t.startswith(("(", ")")) else "XX" for t in tokens]
     if tokens[:1] == ["(TOP"] and tokens[-1:] == [")TOP"]:
         tokens = tokens[1:-1]
     return " ".join(tokens)
-
-
-def _innermost(tokens: list[str]) -> str:
-    """The label of the innermost constituent still open in the linearized `tokens`."""
-    open_labels: list[str] = []
-    for t in tokens:
-        if t.startswith("("):
-            open_labels.append(t[1:])
-        elif t.startswith(")") and open_labels:
-            open_labels.pop()
-    return open_labels[-1] if open_labels else ""
 
 
 def measure(outputs: list[str], references: list[str], parsing: bool = False) -> dict:

@@ -136,15 +136,11 @@ def marian_state(payload: dict, max_positions: int) -> tuple[dict, dict[str, tor
         ffn(f"{d}.ffn", md)
         norm(f"{d}.sub.2.norm", f"{md}.final_layer_norm")
     tgt = reads(ours["tgt_embed.weight"])
-    src = reads(ours["src_embed.weight"])
-    out["model.shared.weight"] = tgt
-    out["model.decoder.embed_tokens.weight"] = tgt
-    out["model.encoder.embed_tokens.weight"] = tgt if cfg.shared_vocab else src
-    out["lm_head.weight"] = tgt
+    out["model.shared.weight"] = out["model.decoder.embed_tokens.weight"] = out["lm_head.weight"] = tgt
+    out["model.encoder.embed_tokens.weight"] = tgt if cfg.shared_vocab else reads(ours["src_embed.weight"])
     out["final_logits_bias"] = torch.zeros(1, cfg.tgt_vocab)
     table = reads(sinusoidal_positions(max_positions, cfg.d_model))
-    out["model.encoder.embed_positions.weight"] = table
-    out["model.decoder.embed_positions.weight"] = table
+    out["model.encoder.embed_positions.weight"] = out["model.decoder.embed_positions.weight"] = table
     return marian_config(cfg, max_positions), out
 
 

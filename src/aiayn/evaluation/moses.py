@@ -98,18 +98,6 @@ def ranges(points) -> list[tuple[int, int]]:
     return [(a, b) for a, b in out]
 
 
-def classes_text(sets: dict[str, frozenset[int]], version: str) -> str:
-    """The text of CLASSES_FILE: for each class a `[name]` line, then its code points as ranges."""
-    lines = [
-        f"# tokenizer.perl's character classes under perl 5.36 (Unicode {version}), from perl's own tables:",
-        "# written by aiayn.evaluation.moses.classes_from_perl; checked at every code point by tests/test_protocol.py",
-    ]
-    for name in PROPERTIES:
-        lines.append(f"[{name}] {PROPERTIES[name]}")
-        lines += [f"{a:04X}" if a == b else f"{a:04X}..{b:04X}" for a, b in ranges(sets[name])]
-    return "\n".join(lines) + "\n"
-
-
 def read_classes(text: str) -> dict[str, frozenset[int]]:
     sets: dict[str, set[int]] = {}
     current = None
@@ -140,48 +128,6 @@ def unicode_class(name: str) -> str:
     """`re` class body (no brackets) of perl's class `name`."""
     esc = lambda cp: f"\\U{cp:08x}"  # noqa: E731
     return "".join(esc(a) if a == b else f"{esc(a)}-{esc(b)}" for a, b in ranges(code_points(name)))
-
-
-PERL_DUMP = r"""
-binmode(STDOUT);
-for my $c (0..0x10FFFF) {
-    next if $c >= 0xD800 && $c <= 0xDFFF;
-    my $ch = chr($c); utf8::upgrade($ch);   # as tokenizer.perl's strings, read through :utf8
-    my $m = "";
-    $m .= "a" if $ch =~ /\p{IsAlpha}/; $m .= "l" if $ch =~ /\p{IsAlnum}/; $m .= "n" if $ch =~ /\p{IsN}/;
-    $m .= "w" if $ch =~ /\p{IsLower}/; $m .= "s" if $ch =~ /\s/;
-    printf("%x %s\n", $c, $m) if $m ne "";
-}
-"""
-
-
-def perl_classes(perl: str = "perl") -> tuple[str, dict[str, frozenset[int]]]:
-    """perl's own answer: its Unicode version and, for every code point, which of tokenizer.perl's
-    classes hold it."""
-    import subprocess
-
-    version = subprocess.run(
-        [perl, "-MUnicode::UCD", "-e", "print Unicode::UCD::UnicodeVersion()"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    dump = subprocess.run([perl, "-e", PERL_DUMP], capture_output=True, text=True, check=True).stdout
-    letters = dict(zip("alnws", PROPERTIES))
-    sets: dict[str, set[int]] = {k: set() for k in PROPERTIES}
-    for line in dump.splitlines():
-        cp, flags = line.split()
-        for f in flags:
-            sets[letters[f]].add(int(cp, 16))
-    return version, {k: frozenset(v) for k, v in sets.items()}
-
-
-def classes_from_perl(perl: str = "perl") -> str:
-    """The text of CLASSES_FILE from perl's tables (perl 5.36: Unicode UNICODE)."""
-    version, sets = perl_classes(perl)
-    if version != UNICODE:
-        raise RuntimeError(f"perl's Unicode is {version}; the protocol's is {UNICODE} (perl 5.36)")
-    return classes_text(sets, version)
 
 
 # -- nonbreaking prefixes of 2017 ---------------------------------------------------------------------

@@ -129,7 +129,7 @@ def multi_bleu(hyp: list[str], ref: list[str]) -> dict:
     }
 
 
-def check_lines(hyp: list[str], ref: list[str], hyp_name: str, ref_name: str, expect: int | None) -> None:
+def check_lines(hyp: list[str], ref: list[str], hyp_name: str, ref_name: str, *, expect: int | None) -> None:
     if not ref:
         raise UserError(f"{ref_name}: no lines to score; is it the test set's reference, written whole?")
     if len(hyp) != len(ref):
@@ -256,25 +256,9 @@ def score_file(
     translation = task != "parsing"
     # a byte-order mark is text to tokenizer.perl and to sacreBLEU's command line: the protocol keeps it
     hyp, ref = (list(read_lines(p, keep_bom=translation)) for p in (hyp_path, ref_path))
-    check_lines(hyp, ref, hyp_path, ref_path, expect_lines)
+    check_lines(hyp, ref, hyp_path, ref_path, expect=expect_lines)
     if not translation:
-        try:
-            scores = score_parses(hyp, ref)
-        except UserError as exc:
-            raise UserError(f"{ref_path}: {exc}") from None
-        scores.update(hyp=str(hyp_path), ref=str(ref_path), lines=len(hyp))
-        scores["input_dependence"] = dependence.measure(hyp, ref, parsing=True)
-        records.write(out, "parsing score", scores)
-        if scores["input_dependence"]["ignores_input"]:
-            log(dependence.said(scores["input_dependence"], str(hyp_path)))
-        for message in gold_error_lines(scores, ref_path):
-            log(message)
-        s = scores["all"]
-        log(
-            f"{hyp_path}: EVALB F1 {s['f1']:.2f} (P {s['precision']:.2f}, R {s['recall']:.2f}), "
-            f"{s['error_sentences']} error sentence(s)"
-        )
-        return scores
+        return score_parse_file(hyp, ref, hyp_path, ref_path, out=out, log=log)
     scores = bleu_scores(
         hyp,
         ref,
@@ -304,5 +288,26 @@ def score_file(
     log(
         f"{hyp_path}: tokenized BLEU {scores['tokenized_bleu']['score']:.2f}{reference_said(scores)}, "
         f"sacreBLEU {scores['sacrebleu']['score']:.2f} ({scores['sacrebleu']['signature']}), {scores['lines']} lines"
+    )
+    return scores
+
+
+def score_parse_file(hyp: list[str], ref: list[str], hyp_path, ref_path, *, out, log=print) -> dict:
+    """`score_file` for parses: EVALB of the restored parses `hyp` against the gold trees `ref`."""
+    try:
+        scores = score_parses(hyp, ref)
+    except UserError as exc:
+        raise UserError(f"{ref_path}: {exc}") from None
+    scores.update(hyp=str(hyp_path), ref=str(ref_path), lines=len(hyp))
+    scores["input_dependence"] = dependence.measure(hyp, ref, parsing=True)
+    records.write(out, "parsing score", scores)
+    if scores["input_dependence"]["ignores_input"]:
+        log(dependence.said(scores["input_dependence"], str(hyp_path)))
+    for message in gold_error_lines(scores, ref_path):
+        log(message)
+    s = scores["all"]
+    log(
+        f"{hyp_path}: EVALB F1 {s['f1']:.2f} (P {s['precision']:.2f}, R {s['recall']:.2f}), "
+        f"{s['error_sentences']} error sentence(s)"
     )
     return scores

@@ -3,6 +3,7 @@ restored; `translate_file` decodes a file with a checkpoint's model, one line ou
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from pathlib import Path
@@ -81,10 +82,7 @@ def translate(
 ) -> list[list[Hypothesis]]:
     """Hypotheses for every source sequence, in input order."""
     device = next(model.parameters()).device
-
-    def autocast():
-        return precision_autocast(device, precision)
-
+    autocast = functools.partial(precision_autocast, device, precision)
     model.eval()
     out: list[list[Hypothesis] | None] = [None] * len(src)
     start, done = time.perf_counter(), 0
@@ -152,8 +150,8 @@ def translate_file(
     input_path,
     spm_src,
     spm_tgt,
-    out,
     *,
+    out,
     decode: dict,
     nbest: int = 1,
     batch_tokens: int = 4096,

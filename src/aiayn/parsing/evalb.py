@@ -158,23 +158,20 @@ def score_sentence(gold_line: str, test_line: str, params: Params = COLLINS) -> 
         gold = read_tree(gold_line, params)
     except Malformed as exc:
         return SentenceResult("error", [str(exc)], gold_error=True)
+    of_gold = {"length": gold.length, "gold_error": bool(gold.errors)}
     messages = list(gold.errors)
     try:
         test = read_tree(test_line, params)
     except Malformed as exc:
-        return SentenceResult("error", messages + [str(exc)], length=gold.length, gold_error=bool(gold.errors))
+        return SentenceResult("error", messages + [str(exc)], **of_gold)
     messages += test.errors
-    status = "error" if messages else "ok"
     if not test.words:
-        return SentenceResult("skip", messages, length=gold.length, gold_error=bool(gold.errors))
-    zero = SentenceResult("error", messages, length=gold.length, gold_error=bool(gold.errors))
+        return SentenceResult("skip", messages, **of_gold)
     if len(gold.words) != len(test.words):
-        zero.messages.append(f"Length unmatch ({len(gold.words)}|{len(test.words)})")
-        return zero
+        return SentenceResult("error", messages + [f"Length unmatch ({len(gold.words)}|{len(test.words)})"], **of_gold)
     for (gw, _), (tw, _) in zip(gold.words, test.words):
         if gw != tw:
-            zero.messages.append(f"Words unmatch ({gw}|{tw})")
-            return zero
+            return SentenceResult("error", messages + [f"Words unmatch ({gw}|{tw})"], **of_gold)
     g, t = kept_brackets(gold.brackets, params), kept_brackets(test.brackets, params)
     used = [False] * len(t)
     match = 0
@@ -186,18 +183,8 @@ def score_sentence(gold_line: str, test_line: str, params: Params = COLLINS) -> 
                 break
     crossing = sum(any((gs < ts < ge < te) or (ts < gs < te < ge) for gs, ge, _ in g) for ts, te, _ in t)
     tags = sum(params.label_eq(a[1], b[1]) for a, b in zip(gold.words, test.words))
-    return SentenceResult(
-        status,
-        messages,
-        words=len(gold.words),
-        gold=len(g),
-        test=len(t),
-        match=match,
-        crossing=crossing,
-        correct_tags=tags,
-        length=gold.length,
-        gold_error=bool(gold.errors),
-    )
+    counts = {"words": len(gold.words), "gold": len(g), "test": len(t), "match": match, "crossing": crossing}
+    return SentenceResult("error" if messages else "ok", messages, **counts, correct_tags=tags, **of_gold)
 
 
 @dataclass

@@ -33,7 +33,7 @@ def split_trees(dataset: dict, split: str) -> list[Tree]:
     return [t for t in trees if t is not None]
 
 
-def write_split(dataset: dict, split: str, out_src, out_tgt, out_gold, archive: str | None = None, log=print) -> int:
+def write_split(dataset: dict, split: str, *, out_src, out_tgt, out_gold, archive: str | None = None, log=print) -> int:
     """src: the words; tgt: the linearized tree (POS per `pos_tags`); gold: the tree under TOP.
     With `archive`, the treebank's .mrg files are read from that archive."""
     pos = dataset.get("pos_tags", "XX")

@@ -177,8 +177,7 @@ def delinearize(sequence: str, words: list[str], fill: str = "XX") -> Tree:
     target = root.children[-1] if root.children and not root.children[-1].is_leaf else root
     for word in words[i:]:
         target.children.append(Tree(fill, word=word))
-    pruned = _prune(root) or Tree("TOP")
-    return pruned
+    return _prune(root) or Tree("TOP")
 
 
 def _prune(tree: Tree) -> Tree | None:
