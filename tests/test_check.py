@@ -182,6 +182,10 @@ BUGS = {
         "out = F.dropout(F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=self.scale), p)", ["the dropout (training mode)"]),
     "the dev evaluation leaves the model in eval mode": (TRAIN, "        self.model.train()\n        nll_per =",
         "        nll_per =", ["update 2", "the dropout (training mode)"]),
+    "translate leaves the model in training mode": ("evaluation/translate.py", "    model.eval()\n    out: list",
+        "    out: list", ["check decoding failed"]),
+    "translate's hypotheses kept in length order": ("evaluation/translate.py", "for i, hyps in zip(batch, results)",
+        "for i, hyps in zip(sorted(batch), results)", ["check decoding failed"]),
     "embeddings drawn N(0, 1)": (T, "nn.init.normal_(p, mean=0.0, std=cfg.d_model**-0.5)", "nn.init.normal_(p, mean=0.0, std=1.0)",
         ["check initialisation failed", "src_embed has std"]),
 }  # fmt: skip

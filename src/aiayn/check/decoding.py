@@ -3,7 +3,6 @@ forward pass and §6.1) and `initialisation` (every weight drawn with the spread
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import torch
@@ -40,12 +39,13 @@ def eval_forward(model, src, tgt_in) -> Departure | None:
 
 
 def search(model, src, beam: int, alpha: float):
-    """The real search (the translate rule's) over `src`'s rows, `beam` best each, each to its own length."""
-    from aiayn.evaluation.translate import search_batch
+    """The translate rule's search (`translate`: its batches by length, its mode) over `src`'s rows, given
+    in training mode, `beam` best each, each to its own length, in `src`'s order."""
+    from aiayn.evaluation.translate import translate
 
     rows = [[int(t) for t in row if t not in (PAD, EOS)] for row in src.tolist()]
-    return search_batch(model, rows, beam=beam, alpha=alpha, a=1.0, b=2, nbest=beam, device="cpu",
-                        autocast=contextlib.nullcontext)  # fmt: skip
+    model.train()
+    return translate(model, rows, beam=beam, alpha=alpha, max_len_a=1.0, max_len_b=2, nbest=beam)
 
 
 def hypotheses(model, src, beam: int, alpha: float) -> str | None:
