@@ -92,6 +92,11 @@ def test_a_weight_of_one_element_is_no_spread_to_measure(experiment):
     assert check(experiment, model={"d_ff": 1}) == "passed"
 
 
+def test_learned_positions_too_few_for_the_corpus_name_the_setting_not_the_code(experiment):
+    line = check(experiment, model={"positional": "learned", "max_positions": 4})
+    assert "model.max_positions: 4 learned positions, but" in line and "raise max_positions" in line, line
+
+
 def test_unshared_vocabularies_pass(tmp_path):
     settings = toy.settings()
     settings["model"]["N"], settings["vocab"]["shared"] = 2, False

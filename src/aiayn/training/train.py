@@ -412,9 +412,8 @@ def model_config(settings: dict, train: Corpus) -> ModelConfig:
 
 def check_positions(cfg: ModelConfig, train: Corpus, name: str) -> None:
     """Learned positions end at max_positions: the longest training pair (EOS / BOS included) must
-    fit, or its first update fails deep in the model."""
-    meta = train.header["meta"]
-    longest = max(meta.get("longest_src", 0), meta.get("longest_tgt", 0)) + 1
+    fit, or its first update fails deep in the model (the lengths themselves, not what a header says)."""
+    longest = int(max(train.src_lengths.max(initial=0), train.tgt_lengths.max(initial=0))) + 1
     if cfg.positional == "learned" and longest > cfg.max_positions:
         raise UserError(
             f"experiments.{name}.model.max_positions: {cfg.max_positions} learned positions, but {train.path} holds "
