@@ -302,7 +302,7 @@ def library_module(command: str) -> str:
             if node.module.split(".")[1] != "commands":
                 return node.module
         if isinstance(node, ast.ImportFrom) and node.module and node.module.count(".") == 1:
-            if node.module.split(".")[1] not in ("commands", "errors", "io"):
+            if node.module.split(".")[1] not in ("commands", "errors", "io", "inventory"):
                 return f"{node.module}.{node.names[0].name}"
     raise AssertionError(f"{command} calls no library module")
 
