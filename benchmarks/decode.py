@@ -120,7 +120,7 @@ def main() -> None:
     parser.add_argument("--json")
     args = parser.parse_args()
     torch.manual_seed(0)
-    model = Transformer(ModelConfig(src_vocab=VOCAB, tgt_vocab=VOCAB, **SIZES[args.size])).eval()
+    model = Transformer(ModelConfig(src_vocab=VOCAB, tgt_vocab=VOCAB, P_drop=0.0, **SIZES[args.size])).eval()
     src = torch.randint(4, VOCAB, (args.sentences, args.src_len))
     src[:, -1] = EOS
     ours(model, src[:2], 5, args.beam, cached=True)  # warm-up

@@ -136,7 +136,9 @@ def test_batched_sentences_do_not_mix():
 # -- on real models ----------------------------------------------------------------------------------
 def tiny_model(seed=0) -> Transformer:
     torch.manual_seed(seed)
-    return Transformer(ModelConfig(src_vocab=20, tgt_vocab=20, N=2, d_model=32, d_ff=64, h=4, d_k=8, d_v=8)).eval()
+    return Transformer(
+        ModelConfig(src_vocab=20, tgt_vocab=20, N=2, d_model=32, d_ff=64, h=4, d_k=8, d_v=8, P_drop=0.1)
+    ).eval()
 
 
 def greedy(model: Transformer, src: list[int], limit: int) -> tuple[list[int], float]:
@@ -212,7 +214,9 @@ def test_translate_command_writes_the_nbest_list(tmp_path):
     vocab.train([text], tmp_path / "spm.model", model_type="bpe", size=40, input_sentence_size=0)
     size = vocab.load(tmp_path / "spm.model").GetPieceSize()
     torch.manual_seed(0)
-    model = Transformer(ModelConfig(src_vocab=size, tgt_vocab=size, N=1, d_model=16, d_ff=32, h=2, d_k=8, d_v=8))
+    model = Transformer(
+        ModelConfig(src_vocab=size, tgt_vocab=size, N=1, d_model=16, d_ff=32, h=2, d_k=8, d_v=8, P_drop=0.1)
+    )
     checkpoint.save(checkpoint.model_payload(model), tmp_path / "model.pt")
     (tmp_path / "in.txt").write_text("ab ij\ncd kl mn\nef\n")
     out = tmp_path / "out.txt"

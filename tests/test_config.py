@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import copy
+import io
 import re
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -140,35 +143,41 @@ def test_config_yaml_states_the_papers_values_as_paper_py(paper_config):
     assert paper_config["decoding"] == paper.DECODE["translation"]
 
 
-# The paper's distinctive numbers, each a pattern that no unrelated constant matches: Adam's beta2 and
-# epsilon, the warmup, and every figure of Tables 2-4 with decimals (read from paper.py itself; not 5.0)
+# The paper's distinctive numbers, compared by value with every number the package's code writes
+# (1e-09, .98, 4e3 and 4_000 alike): Adam's beta2, the warmup, §5.1's tokens and vocabulary, §5.2's
+# updates, the big model's dropout, the base model's d_ff, and every figure of Tables 2-4 with decimals (read
+# from paper.py itself; not 5.0). Adam's epsilon, 1e-9, is also a tolerance: by its name (eps...).
 FIGURE_VALUES = {
     v
     for v in [*(f for fs in paper.FIGURES.values() for f in fs.values()), *(c for r in paper.TABLE2 for c in r[1:3])]
     + [r[2] for r in paper.TABLE4]
     if isinstance(v, float) and v != int(v)
 }
-PAPER_NUMBERS = re.compile(
-    "|".join(
-        [
-            r"(?<![\d.])0\.98(?![\d])",
-            r"eps\w*['\"]?\s*[=:]\s*1(\.0)?e-0?9\b",
-            r"(?<![\d.])4_?000(?![\d.])",
-            *(rf"(?<![\d.]){re.escape(str(v))}(?![\d])" for v in sorted(FIGURE_VALUES)),
-        ]
-    )
-)
+PAPER_VALUES = FIGURE_VALUES | {
+    paper.TRAINING["adam_beta2"],
+    paper.TRAINING["warmup_steps"],
+    paper.TRAIN["base"]["tokens_per_update"],
+    paper.TRAIN["big"]["steps"],
+    paper.VOCAB_EN_DE,
+    paper.MODEL["big"]["P_drop"],
+    paper.MODEL["base"]["d_ff"],
+}  # not 1024 nor 4096 (the big model's d_model, d_ff): KiB, MiB and token budgets are powers of two too
+EPS = re.compile(r"eps\w*['\"]?\s*[=:]\s*$", re.IGNORECASE)
 
 
 def paper_numbers_outside_paper_py(root: Path) -> list[str]:
-    """Each line of the package's code, but study/paper.py, that writes one of the paper's numbers."""
+    """Each number in the package's code, but study/paper.py, that is one of the paper's (by value)."""
     found = []
     for path in sorted((root / "src/aiayn").rglob("*.py")):
         if path.relative_to(root).as_posix() == "src/aiayn/study/paper.py":
             continue
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if PAPER_NUMBERS.search(line):
-                found.append(f"{path.relative_to(root)}:{n}: {line.strip()}")
+        source = path.read_text(encoding="utf-8")
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type != tokenize.NUMBER or tok.string[-1] in "jJ":
+                continue
+            value = ast.literal_eval(tok.string)
+            if value in PAPER_VALUES or (value == 1e-9 and EPS.search(tok.line[: tok.start[1]])):
+                found.append(f"{path.relative_to(root)}:{tok.start[0]}: {tok.line.strip()}")
     return found
 
 

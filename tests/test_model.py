@@ -14,8 +14,15 @@ from aiayn.model.beam import BeamState
 from aiayn.model.hparams import ModelConfig
 from aiayn.model.transformer import MultiHeadAttention, Transformer, count_parameters, sinusoidal_positions
 from aiayn.runtime import checkpoint
+from aiayn.study import paper
 
 SMALL = dict(src_vocab=50, tgt_vocab=50, N=2, d_model=32, d_ff=64, h=4, d_k=8, d_v=8, P_drop=0.1)
+SHAPE = ("N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop")
+
+
+def paper_model(preset: str, **rest) -> ModelConfig:
+    """The paper's base or big model (aiayn.study.paper.MODEL) over `rest` (the vocabularies ...)."""
+    return ModelConfig(**{k: paper.MODEL[preset][k] for k in SHAPE}, **rest)
 
 
 def small(**overrides) -> Transformer:
@@ -41,7 +48,9 @@ def test_attention_equals_the_formula():
         torch.randn(2, 3, 6, 7, dtype=torch.float64),
     )
     mha = MultiHeadAttention(
-        ModelConfig(src_vocab=4, tgt_vocab=4, d_model=21, h=3, d_k=4, d_v=7, positional="learned")
+        ModelConfig(
+            **{**SMALL, "src_vocab": 4, "tgt_vocab": 4, "d_model": 21, "h": 3, "d_k": 4, "d_v": 7}, positional="learned"
+        )
     ).double()
     mha.W_o = nn.Identity()
     got = mha.attend(q, k, v, None)  # (B, T, h * d_v)
@@ -252,10 +261,8 @@ def test_parameter_counts_of_base_and_big(init, base_m, big_m):
     """paper.md's careful count (base 63.1M, big 214.2M) has attention biases, fairseq's layout;
     tensor2tensor's projections have none: 36,864 fewer in base, 73,728 in big."""
     with torch.device("meta"):
-        base = Transformer(ModelConfig(src_vocab=37000, tgt_vocab=37000, init=init))
-        big = Transformer(
-            ModelConfig(src_vocab=37000, tgt_vocab=37000, d_model=1024, d_ff=4096, h=16, P_drop=0.3, init=init)
-        )
+        base = Transformer(paper_model("base", src_vocab=37000, tgt_vocab=37000, init=init))
+        big = Transformer(paper_model("big", src_vocab=37000, tgt_vocab=37000, init=init))
     bias = init == "fairseq"
     assert count_parameters(base) == analytic_count(6, 512, 2048, 8, 64, 64, attention_bias=bias)
     assert count_parameters(big) == analytic_count(6, 1024, 4096, 16, 64, 64, attention_bias=bias)
@@ -285,7 +292,9 @@ def test_each_initialisation_draws_as_its_code_does(init):
     default biases, W^O at gain 1 with bias 0, the FFN at torch's nn.Linear default; embeddings
     N(0, d^-1/2) in both, fairseq's padding row 0."""
     torch.manual_seed(0)
-    cfg = ModelConfig(src_vocab=4000, tgt_vocab=4000, N=2, d_model=256, d_ff=1024, h=4, d_k=64, d_v=64, init=init)
+    cfg = ModelConfig(
+        src_vocab=4000, tgt_vocab=4000, N=2, d_model=256, d_ff=1024, h=4, d_k=64, d_v=64, P_drop=0.1, init=init
+    )
     model = Transformer(cfg)
     emb = model.tgt_embed.weight.detach().double()
     rows = emb[1:] if init == "fairseq" else emb
@@ -319,12 +328,12 @@ def test_each_initialisation_draws_as_its_code_does(init):
 
 def test_a_checkpoint_from_before_init_existed_rebuilds_with_attention_biases():
     """aiayn 0.2 wrote model_config without `init` and its projections had biases."""
-    stored = ModelConfig(src_vocab=10, tgt_vocab=10, N=1, d_model=8, d_ff=16, h=2, d_k=4, d_v=4).to_dict()
+    stored = ModelConfig(src_vocab=10, tgt_vocab=10, N=1, d_model=8, d_ff=16, h=2, d_k=4, d_v=4, P_drop=0.1).to_dict()
     del stored["init"]
     cfg = ModelConfig.from_stored(stored)
     assert cfg.attention_bias and Transformer(cfg).encoder[0].self_attn.W_q.bias is not None
     with pytest.raises(ValueError, match="init must be one of 't2t', 'fairseq'"):
-        ModelConfig(src_vocab=10, tgt_vocab=10, init="xavier")
+        ModelConfig(**{**SMALL, "src_vocab": 10, "tgt_vocab": 10}, init="xavier")
 
 
 def test_params_of_every_table3_row_match_the_analytic_count(paper_config):
@@ -360,13 +369,13 @@ def test_params_command_lists_every_experiment(capsys, paper_config):
 
 # -- config and checkpoints -------------------------------------------------------------------------
 def test_model_config_is_frozen_and_rejects_unknown_keys():
-    cfg = ModelConfig(src_vocab=10, tgt_vocab=10)
+    cfg = ModelConfig(**SMALL)
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.N = 3
     with pytest.raises(ValueError, match="unknown model setting.*dmodel"):
         ModelConfig.from_dict({"src_vocab": 10, "tgt_vocab": 10, "dmodel": 512})
     with pytest.raises(ValueError, match="shared vocabulary"):
-        ModelConfig(src_vocab=10, tgt_vocab=12)
+        ModelConfig(**{**SMALL, "tgt_vocab": 12})
 
 
 def test_checkpoint_rebuilds_its_model(tmp_path):

@@ -20,17 +20,18 @@ INITS = ("t2t", "fairseq")
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Hyperparameters of one Transformer (§3, Table 3). Defaults are the base model."""
+    """Hyperparameters of one Transformer (§3, Table 3): its shape given, as an experiment's settings
+    give it (the paper's base and big are aiayn.study.paper.MODEL's, their one home)."""
 
     src_vocab: int
     tgt_vocab: int
-    N: int = 6
-    d_model: int = 512
-    d_ff: int = 2048
-    h: int = 8
-    d_k: int = 64
-    d_v: int = 64
-    P_drop: float = 0.1
+    N: int
+    d_model: int
+    d_ff: int
+    h: int
+    d_k: int
+    d_v: int
+    P_drop: float
     P_drop_attn: float = 0.0
     positional: str = "sinusoidal"  # or "learned" (Table 3 row E)
     max_positions: int = 1024  # longest position a learned embedding covers

@@ -41,8 +41,6 @@ from aiayn.runtime.hardware import PEAKS, gpu_model, training_flops
 from aiayn.study import paper
 
 MEAN_LENGTH = 30  # pieces per sentence and side where no encoded data says: the WMT news slice's, ~1.3 per word
-# the paper's own training runs (§5.2): hours, GPUs, the GPU (footnote 5: its FP32 peak); updates: paper.TRAIN
-PAPER_RUNS = {"base": (12.0, 8, "P100"), "big": (3.5 * 24, 8, "P100")}
 WEIGHT_BYTES = 4  # fp32
 RESUME_BYTES = 12  # fp32 weights and Adam's exp_avg and exp_avg_sq
 
@@ -77,10 +75,12 @@ class Measured:
 def paper_mfu() -> dict[str, float]:
     """The paper's MFU of base and big: our FLOPs count of its updates over its GPU time at FP32 peak."""
     out = {}
-    for name, (hours, gpus, gpu) in PAPER_RUNS.items():  # Table 3's base and big, on EN-DE's 37,000 pieces (§5.1)
+    for name, run in paper.RUNS.items():  # Table 3's base and big, on EN-DE's vocabulary (§5.1)
         train = paper.TRAIN[name]
-        flops = train["steps"] * update_flops(paper.MODEL[name], 37000, train["tokens_per_update"], MEAN_LENGTH)
-        out[name] = flops / (hours * 3600 * gpus * PEAKS[gpu]["fp32"])
+        flops = train["steps"] * update_flops(
+            paper.MODEL[name], paper.VOCAB_EN_DE, train["tokens_per_update"], MEAN_LENGTH
+        )
+        out[name] = flops / (run["hours"] * 3600 * run["gpus"] * PEAKS[run["gpu"]]["fp32"])
     return out
 
 
@@ -246,7 +246,7 @@ def _row(exp: dict, figures: list[Measured], gpu: str, gpus: int) -> tuple[dict,
     precision = tr["precision"] if tr["precision"] != "auto" else "bf16" if "bf16" in PEAKS[gpu] else "fp16"
     flops = tr["steps"] * update_flops(exp["model"], vocab, tr["tokens_per_update"], MEAN_LENGTH)
     fig, of_peak, source, said = throughput(figures, gpu, precision)
-    flop_s = fig.mfu["big" if exp["model"]["d_model"] >= 1024 else "base"] * of_peak  # a GPU's, sustained
+    flop_s = fig.mfu["big" if exp["model"]["d_model"] >= paper.MODEL["big"]["d_model"] else "base"] * of_peak
     gpu_hours = flops / (flop_s * 3600)
     row = {
         "experiment": exp["name"],

@@ -74,6 +74,10 @@ TRAIN = {
     "big": {"steps": 300_000, "tokens_per_update": 25_000, "warmup_steps": TRAINING["warmup_steps"]},
     "parser": {},
 }
+# §5.2 and footnote 5: each training's hours on its GPUs (their FP32 peak: aiayn.runtime.hardware.PEAKS),
+# on EN-DE's shared vocabulary of about 37,000 pieces (§5.1)
+RUNS = {"base": {"hours": 12.0, "gpus": 8, "gpu": "P100"}, "big": {"hours": 3.5 * 24, "gpus": 8, "gpu": "P100"}}
+VOCAB_EN_DE = 37_000
 # §6.1 (translation), §6.3 (parsing)
 DECODE = {
     "translation": {"beam": 4, "alpha": 0.6, "max_len_a": 1.0, "max_len_b": 50},
