@@ -29,7 +29,7 @@ configfile: "config.yaml"
 
 
 # common.smk validates config against workflow/schemas/config.schema.yaml (unknown keys and wrong
-# types fail naming the key) and builds the experiment grid (aiayn.study.Study).
+# types fail naming the key) and builds the experiment grid (aiayn.study.grid.Study).
 include: "workflow/rules/common.smk"
 include: "workflow/rules/study.smk"
 include: "workflow/rules/data.smk"

@@ -44,7 +44,7 @@ def no_eos_before(logp: torch.Tensor, step: int, length: int) -> torch.Tensor:
 def ours(model: Transformer, src: torch.Tensor, length: int, beam: int, cached: bool) -> float:
     start = time.perf_counter()
     memory, mask = model.encode(src)
-    if cached:  # as aiayn.translate: the memory's keys/values once per sentence, shared by its beam
+    if cached:  # as aiayn.evaluation.translate: the memory's keys/values once per sentence, shared by its beam
         state = BeamState(model, memory, mask, max_len=length + 1, group=beam)
         step_no = [0]
 

@@ -103,7 +103,7 @@ BIG = {**BASE, "d_model": 1024, "d_ff": 4096, "h": 16, "P_drop": 0.3}
 
 
 def spec(name, bleu_paper, steps=100000, *, preset="base", model=None, eps_ls=0.1, tokens=25000, average=None):
-    """The table spec of an experiment (as aiayn.study.Study.table_spec writes it): the paper's setting by default."""
+    """The table spec of an experiment (as aiayn.study.grid.Study.table_spec writes it), the paper's by default."""
     return {
         "name": name,
         "row": None,

@@ -1,4 +1,4 @@
-# Thin glue between config.yaml and the aiayn package: the experiment grid is aiayn.study.Study,
+# Thin glue between config.yaml and the aiayn package: the experiment grid is aiayn.study.grid.Study,
 # file names are aiayn.study.layout.Layout; the get_* input functions below only hand wildcards to them.
 import json
 import re

@@ -181,7 +181,7 @@ def paper_models(table: int, exp: dict) -> list[dict]:
 def departures(table: int, exp: dict, *, updates: int, lines: int | None, train_pairs: int | None) -> list[str]:
     """What in this run is not the paper's setting of its row, each as a short phrase; [] if none.
 
-    `exp` is the table spec of the experiment (aiayn.study.Study.table_spec); `updates` the
+    `exp` is the table spec of the experiment (aiayn.study.grid.Study.table_spec); `updates` the
     updates trained, `lines` the scored test set's lines, `train_pairs` the training pairs kept.
     """
     preset = exp["preset"]
