@@ -45,6 +45,35 @@ def test_every_option_of_every_command_is_in_the_inventory(command):
     assert listed - given == set(), f"{command}: the inventory lists options the command does not have"
 
 
+# path options the working arguments (tests/working.py) leave out, each with where it is exercised instead
+NOT_IN_WORKING = {
+    ("train", "--dev"): "the demo (a dev pass per checkpoint, test_e2e.py)",
+    ("train", "--spm-src"): "test_train_rule.py (the vocabularies a corpus was encoded with)",
+    ("train", "--spm-tgt"): "test_train_rule.py (the vocabularies a corpus was encoded with)",
+    ("train", "--metrics"): "derived beside --checkpoints (train.derived_files), guarded through it",
+    ("train", "--tensorboard"): "test_train.py's TensorBoard test (the tensorboard extra)",
+    ("tables", "--config"): "the demo's tables rule (test_e2e.py)",
+    ("tables", "--out-html"): "derived from --out-md (tables.derived_files), guarded through it",
+    ("figures", "--seed-metrics"): "the demo's figures (several seeds)",
+    ("export", "--ctranslate2"): "test_export.py (the export extra)",
+    ("plan", "--costs"): "test_plan.py (cost.csv read as data)",
+    ("plan", "--benchmark"): "test_plan.py (gpu.json of this GPU or another)",
+}
+PATHS = ("file", "folder", "run folder", "optional file", "output", "output folder", "output appended")
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_path_option_is_in_the_working_arguments_or_said_where_it_is_tested(command):
+    """The fault, output-guard and bad-input tests build on tests/working.py's arguments: a path option
+    a command gains is refused here until it is given there (or its other test is named above)."""
+    from working import options_given
+
+    paths = {o for o, check in cli.options(command).items() if check.kind in PATHS}
+    left = paths - options_given(command) - {o for c, o in NOT_IN_WORKING if c == command}
+    assert left == set(), f"{command}: path options neither in tests/working.py's ARGS nor in NOT_IN_WORKING"
+    assert {o for c, o in NOT_IN_WORKING if c == command} <= paths - options_given(command)
+
+
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_every_check_the_inventory_names_exists(command):
     actions = command_options(command)
