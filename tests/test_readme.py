@@ -62,7 +62,11 @@ TABLE2 = 4  # Table 2's experiments in config.yaml: base and big, EN-DE and EN-F
 
 
 def whole_study(counts: Counter, jobs, out) -> None:
+    """The default config has no Penn Treebank: the WMT study without Table 4's branch (no job that
+    would fail at once and stop the rest), with a notice naming the key."""
     assert counts["train"] == N_TRAINED_AS_TYPED and counts["tables"] == 2 and counts["table1"] == 1
+    assert "config: experiments.parse-wsj is left out: datasets.wsj.treebank is not set" in out
+    assert "prepare_treebank" not in counts and "select" not in counts and counts["vocab"] == 2
 
 
 def slurm_study(counts, jobs, out) -> None:

@@ -95,9 +95,8 @@ def test_average_takes_last_5_or_20_on_the_checkpoint_grid(plan):
     assert "--last 20 --interval 600 --final-step 300000 " in shells["results/big-en-fr/average.pt"]
 
 
-@pytest.mark.parametrize(
-    "target, rules",
-    [("data", {"encode", "prepare_eval"}), ("vocabularies", {"vocab"}), ("table3", {"train", "translate"})],
+@pytest.mark.parametrize(  # `data`: tests/test_readme.py, `snakemake --cores 8 data`
+    "target, rules", [("vocabularies", {"vocab"}), ("table3", {"train", "translate"})]
 )
 def test_partial_targets(target, rules):
     run = snakemake("-n", "-p", "--cores", "1", target)
@@ -108,20 +107,6 @@ def test_partial_targets(target, rules):
         assert counts["train"] == 21 and "average" not in counts  # Table 3 decodes without averaging
     else:
         assert "train" not in counts
-
-
-def test_without_a_treebank_the_typed_command_plans_only_what_can_run():
-    """The default config has no Penn Treebank: `snakemake` plans the WMT study without Table 4's
-    branch (no job that would fail at once and stop the rest), with one notice per parsing experiment
-    naming the key; `snakemake table4` stops with the same reason."""
-    run = snakemake("-n", "-p", "--cores", "8")
-    assert run.returncode == 0, run.stderr[-2000:]
-    out = run.stdout + run.stderr
-    assert "config: experiments.parse-wsj is left out: datasets.wsj.treebank is not set" in out
-    counts = job_counts(planned_jobs(out))
-    assert "prepare_treebank" not in counts and "select" not in counts and counts["tables"] == 2
-    assert counts["train"] == N_TRAINED_AS_TYPED and counts["vocab"] == 2
-    # `snakemake table4` refusing: tests/test_readme.py's `snakemake --cores 8 table4` (table4_refused)
 
 
 def test_semi_supervised_parser_waits_for_its_corpora(planned, tmp_path):
