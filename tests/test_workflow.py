@@ -28,10 +28,16 @@ from aiayn.cli import COMMANDS
 
 
 @pytest.fixture(scope="module")
-def plan():
+def planned():
+    """The paper study with a treebank, as `snakemake -n -p` prints it: asked every question below."""
     run = snakemake("-n", "-p", "--cores", "8", "--config", WITH_TREEBANK)
     assert run.returncode == 0, run.stderr[-3000:]
-    return planned_jobs(run.stdout + run.stderr)
+    return run
+
+
+@pytest.fixture(scope="module")
+def plan(planned):
+    return planned_jobs(planned.stdout + planned.stderr)
 
 
 def test_job_count_per_rule(plan):
@@ -89,9 +95,8 @@ def test_average_takes_last_5_or_20_on_the_checkpoint_grid(plan):
     assert "--last 20 --interval 600 --final-step 300000 " in shells["results/big-en-fr/average.pt"]
 
 
-@pytest.mark.parametrize(
-    "target, rules",
-    [("data", {"encode", "prepare_eval"}), ("vocabularies", {"vocab"}), ("table3", {"train", "translate"})],
+@pytest.mark.parametrize(  # `data`: tests/test_readme.py, `snakemake --cores 8 data`
+    "target, rules", [("vocabularies", {"vocab"}), ("table3", {"train", "translate"})]
 )
 def test_partial_targets(target, rules):
     run = snakemake("-n", "-p", "--cores", "1", target)
@@ -104,33 +109,11 @@ def test_partial_targets(target, rules):
         assert "train" not in counts
 
 
-def test_without_a_treebank_the_typed_command_plans_only_what_can_run():
-    """The default config has no Penn Treebank: `snakemake` plans the WMT study without Table 4's
-    branch (no job that would fail at once and stop the rest), with one notice per parsing experiment
-    naming the key; `snakemake table4` stops with the same reason."""
-    run = snakemake("-n", "-p", "--cores", "8")
-    assert run.returncode == 0, run.stderr[-2000:]
-    out = run.stdout + run.stderr
-    assert "config: experiments.parse-wsj is left out: datasets.wsj.treebank is not set" in out
-    counts = job_counts(planned_jobs(out))
-    assert "prepare_treebank" not in counts and "select" not in counts and counts["tables"] == 2
-    assert counts["train"] == N_TRAINED_AS_TYPED and counts["vocab"] == 2
-    run = snakemake("-n", "--cores", "1", "table4")
-    assert run.returncode != 0
-    said = " ".join((run.stdout + run.stderr).split())  # Snakemake wraps long messages
-    assert (
-        "Table 4: no experiment of it runs as configured; experiments.parse-wsj is left out: datasets.wsj.treebank"
-        in said
-    )
-
-
-def test_semi_supervised_parser_waits_for_its_corpora(tmp_path):
-    """Without extra corpora parse-semi is left out with a notice naming the key; once corpora are
-    listed it is planned."""
-    run = snakemake("-n", "--cores", "1", "table4", "--config", WITH_TREEBANK)
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert "config: experiments.parse-semi is left out: datasets.wsj-semi" in run.stdout + run.stderr
-    assert "parse-semi" not in run.stdout.replace("experiments.parse-semi is left out", "")
+def test_semi_supervised_parser_waits_for_its_corpora(planned, tmp_path):
+    """Without extra corpora parse-semi is left out with a notice naming the key (the study's plan,
+    table4 among its targets); once corpora are listed it is planned."""
+    assert "config: experiments.parse-semi is left out: datasets.wsj-semi" in planned.stdout + planned.stderr
+    assert "parse-semi" not in planned.stdout.replace("experiments.parse-semi is left out", "")
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
     config["datasets"]["wsj-semi"]["extra_corpora"] = [str(tmp_path / "parsed.mrg")]
     config["datasets"]["wsj"]["treebank"] = config["datasets"]["wsj-semi"]["treebank"] = str(tmp_path)
@@ -154,15 +137,8 @@ def test_parser_is_selected_on_wsj22_then_decoded_on_wsj23(plan):
     assert "results/parse-wsj/checkpoints/last.pt" not in {j["output"] for j in plan if j["rule"] == "train"}
 
 
-def test_dry_run_with_slurm_profile_as_typed():
-    """`snakemake -n --cores 8 --profile slurm` from the repository root finds the project's profile."""
-    run = snakemake("-n", "-p", "--cores", "8", "--profile", "slurm")
-    assert run.returncode == 0, run.stderr[-3000:]
-    jobs = planned_jobs(run.stdout + run.stderr)
-    train = [j for j in jobs if j["rule"] == "train"]
-    assert len(train) == N_TRAINED_AS_TYPED
-    assert all(j["resources"]["gpu"] == "8" for j in train)  # the profile's GPUs per training job
-    assert all("torchrun --standalone --nnodes 1 --nproc-per-node 8 -m aiayn train" in j["shell"] for j in train)
+def test_the_slurm_profile_submits_to_slurm():
+    """Its dry-run as typed, from the root: tests/test_readme.py (`snakemake --cores 8 --profile slurm`)."""
     profile = yaml.safe_load((ROOT / "profiles/slurm/config.yaml").read_text())
     assert profile["executor"] == "slurm" and profile["jobs"] > 0
 
@@ -192,22 +168,6 @@ def test_multi_node_training_through_the_slurm_profile():
     half = snakemake("-n", "--cores", "8", "--profile", "slurm", "--set-resources", "train:gpu=16", "train:nodes=2")
     assert half.returncode != 0
     assert "set train:tasks=2 and train:mpi=srun" in half.stdout + half.stderr
-
-
-def test_workstation_profile():
-    run = snakemake("-n", "--profile", "profiles/workstation")
-    assert run.returncode == 0, run.stderr[-2000:]
-
-
-def test_the_demo_asks_for_what_it_uses(tmp_path):
-    """On a laptop CPU the demo's job blocks show no GPU and a few GB, not the paper study's cluster
-    sizes (a GPU and 64 GB per training job)."""
-    run = snakemake("-n", "-p", "--profile", "profiles/demo", "-d", str(tmp_path))  # none of it made yet
-    assert run.returncode == 0, run.stderr[-2000:]
-    jobs = planned_jobs(run.stdout + run.stderr)
-    assert {"train", "translate", "encode", "vocab", "average"} <= {j["rule"] for j in jobs}
-    asked = {(j["rule"], j["resources"].get("gpu", "0"), int(j["resources"].get("mem_mb", "0"))) for j in jobs}
-    assert [a for a in asked if a[1] != "0" or a[2] > 2000] == []
 
 
 def test_the_demos_torch_jobs_run_on_one_thread_whatever_the_cores(tmp_path):
@@ -326,20 +286,36 @@ def test_every_rule_runs_the_module_of_its_name_from_the_rule_file_of_its_stage(
     assert wrong == []
 
 
-def test_the_score_jobs_do_not_depend_on_the_bootstrap_sample_count(tmp_path, paper_config):
+def plan_of_a_config_file(path, config: dict) -> list[dict]:
+    """The jobs `snakemake -n -p --configfile PATH --replace-workflow-config` plans for `config` written
+    to PATH (its keys in their order), PATH written <config> in their command lines."""
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    run = snakemake("-n", "-p", "--configfile", str(path), "--replace-workflow-config")
+    assert run.returncode == 0, run.stderr[-2000:]
+    return [{**j, "shell": j["shell"].replace(str(path), "<config>")} for j in planned_jobs(run.stdout + run.stderr)]
+
+
+@pytest.fixture(scope="module")
+def paper_study_from_a_file(tmp_path_factory, paper_config):
+    """config.yaml's study given as a --configfile, as written: what the tests below change is set against it."""
+    return plan_of_a_config_file(tmp_path_factory.mktemp("as-written") / "study.yaml", paper_config)
+
+
+def test_the_score_jobs_do_not_depend_on_the_bootstrap_sample_count(tmp_path, paper_config, paper_study_from_a_file):
     """bootstrap_resamples is Table 3's (the tables step): the score jobs' command lines, which
     Snakemake's params trigger compares, are the same for any count, the tables job's is not."""
-    shells = {}
-    for samples in (1000, 77):
-        config = copy.deepcopy(paper_config)
-        config["scoring"]["bootstrap_resamples"] = samples
-        (tmp_path / f"{samples}.yaml").write_text(yaml.safe_dump(config))
-        run = snakemake("-n", "-p", "--configfile", str(tmp_path / f"{samples}.yaml"), "--replace-workflow-config")
-        assert run.returncode == 0, run.stderr[-2000:]
-        jobs = planned_jobs(run.stdout + run.stderr)
-        shells[samples] = {rule: sorted(j["shell"] for j in jobs if j["rule"] == rule) for rule in ("score", "tables")}
-    assert shells[1000]["score"] == shells[77]["score"] and len(shells[77]["score"]) > 10
-    assert shells[1000]["tables"] != shells[77]["tables"]
+    config = copy.deepcopy(paper_config)
+    assert config["scoring"]["bootstrap_resamples"] != 77
+    config["scoring"]["bootstrap_resamples"] = 77
+    changed = plan_of_a_config_file(tmp_path / "77.yaml", config)
+    shells = [
+        {rule: sorted(j["shell"] for j in jobs if j["rule"] == rule) for rule in ("score", "tables")}
+        for jobs in (paper_study_from_a_file, changed)
+    ]
+    assert shells[0]["score"] == shells[1]["score"] and len(shells[1]["score"]) > 10
+    assert shells[0]["tables"] != shells[1]["tables"]
+    table3 = [s for s in shells[1]["tables"] if "--table 3" in s]
+    assert table3 and [s for s in shells[1]["tables"] if "--bootstrap 77" in s] == table3
 
 
 def test_the_rules_name_files_only_through_the_layout():
@@ -355,7 +331,7 @@ def test_the_rules_name_files_only_through_the_layout():
     assert found == []
 
 
-def test_the_order_of_a_configs_keys_changes_no_job(tmp_path, paper_config):
+def test_the_order_of_a_configs_keys_changes_no_job(tmp_path, paper_config, paper_study_from_a_file):
     """A config whose keys come in another order (a YAML tool rewrote it, sorted) plans every job with
     the same command line, so a study edited that way reruns nothing (it reran the whole DAG: the
     rules' JSON parameters kept the file's key order)."""
@@ -368,10 +344,6 @@ def test_the_order_of_a_configs_keys_changes_no_job(tmp_path, paper_config):
 
     reordered = reversed_keys(paper_config)
     reordered["experiments"] = reversed_keys(paper_config["experiments"], keep_order=True)  # the tables' row order
-    shells = []
-    for name, config in (("as.yaml", paper_config), ("reversed.yaml", reordered)):
-        (tmp_path / name).write_text(yaml.safe_dump(config, sort_keys=False))
-        run = snakemake("-n", "-p", "--configfile", str(tmp_path / name), "--replace-workflow-config")
-        assert run.returncode == 0, run.stderr[-2000:]
-        shells.append(sorted(j["shell"].replace(name, "<config>") for j in planned_jobs(run.stdout + run.stderr)))
+    reversed_jobs = plan_of_a_config_file(tmp_path / "study.yaml", reordered)
+    shells = [sorted(j["shell"] for j in jobs) for jobs in (paper_study_from_a_file, reversed_jobs)]
     assert shells[0] == shells[1] and len(shells[0]) > 100
