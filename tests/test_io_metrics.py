@@ -209,6 +209,20 @@ def test_a_stop_is_recorded_and_ends_that_jobs_hours(tmp_path):
     assert metrics.summary(path)["hours"] == pytest.approx(2.0) and metrics.summary(path)["dev_ppl"] is None
 
 
+def test_a_clock_set_back_during_a_job_moves_no_hours(tmp_path):
+    """Each job's hours are its own monotonic seconds (job_s) where its records have them: the wall
+    clock set back an hour (NTP, a VM restored) counts nothing negative."""
+    path = records(
+        tmp_path / "m.jsonl",
+        {**START, "wall": 10000.0},
+        {**progress(wall=6400.0), "job_s": 1800.0},  # the clock set back an hour, 30 minutes in
+        {"event": "stop", "step": 3, "reason": "stop signal (SIGTERM)", "wall": 8200.0, "job_s": 3600.0},
+        {**START, "step": 3, "wall": 20000.0},  # the requeued job, its records as before: the wall clock
+        {**progress(wall=23600.0), "step": 4},
+    )
+    assert metrics.summary(path)["hours"] == pytest.approx(2.0)
+
+
 def test_outputs_written_together_are_in_place_all_or_none(tmp_path):
     from aiayn.io import atomic_path, atomic_write_text, together
 

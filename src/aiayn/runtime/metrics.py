@@ -128,23 +128,26 @@ def read(path: str | os.PathLike) -> Records:
 
 def summary(path: str | os.PathLike) -> dict:
     """Training facts of a run: step reached, hours trained (summed over its jobs, idle time between
-        jobs excluded), GPUs, device, precision, parameters, target tokens seen, training FLOPs (counted
-        from the batches, `aiayn.runtime.hardware.training_flops`; None before the first progress
-        record), the dev perplexity of the newest evaluated checkpoint, and the steps a diverging and a
+    jobs excluded; a job's own monotonic seconds where its records have them, so that a clock set back
+    moves none), GPUs, device, precision, parameters, target tokens seen, training FLOPs (counted
+    from the batches, `aiayn.runtime.hardware.training_flops`; None before the first progress
+    record), the dev perplexity of the newest evaluated checkpoint, and the steps a diverging and a
     stalling run were said at (None: they were not)."""
     out = {"step": 0, "hours": 0.0, "tgt_tokens": 0.0, "flops": 0.0}
     out |= dict.fromkeys(("gpus", "device", "precision", "params", "dev_ppl", "diverging", "stalling"))
     path = Path(path)
     if not path.exists():
         return out
-    start = last_wall = None
+    start = last_wall = job_s = None  # a job's seconds: its own monotonic count where its records have it
     prev_step = dev_step = 0
     for rec in _records(path):
         k = kind(rec)
+        if k in ("progress", "stop"):
+            job_s = rec.get("job_s", job_s)
         if k == "start":
             if start is not None:
-                out["hours"] += (last_wall - start) / 3600
-            start, last_wall, prev_step = rec["wall"], rec["wall"], rec["step"]
+                out["hours"] += (job_s if job_s is not None else last_wall - start) / 3600
+            start, last_wall, prev_step, job_s = rec["wall"], rec["wall"], rec["step"], None
             out.update(
                 gpus=rec["world_size"],
                 device=rec["device_name"],
@@ -163,7 +166,7 @@ def summary(path: str | os.PathLike) -> dict:
         elif rec["step"] >= dev_step:
             out["dev_ppl"], dev_step = rec["dev_ppl"], rec["step"]
     if start is not None:
-        out["hours"] += (last_wall - start) / 3600
+        out["hours"] += (job_s if job_s is not None else last_wall - start) / 3600
     if not out["step"]:
         out["flops"] = None
     return out

@@ -87,6 +87,7 @@ SCHEMAS = {
             "eta_s": FIGURE,
             "grad_norm": {"type": ["number", "null"]},
             "grad_norm_max": {"type": ["number", "null"]},
+            "job_s": AMOUNT,
         },
     ),  # fmt: skip
     "metrics dev": record(
@@ -113,7 +114,9 @@ SCHEMAS = {
         },
         {"grad_norm": {"type": ["number", "null"]}},
     ),  # fmt: skip
-    "metrics stop": record({"event": {"const": "stop"}, "step": STEP, "reason": TEXT, "wall": FIGURE}),
+    "metrics stop": record(
+        {"event": {"const": "stop"}, "step": STEP, "reason": TEXT, "wall": FIGURE}, {"job_s": AMOUNT}
+    ),
     # check.json (aiayn.check.check), written when every check passed
     "check": record(
         {

@@ -81,6 +81,7 @@ class Progress:
             "grad_norm": self.norm_sum.item() / norms if norms else None,
             "grad_norm_max": self.norm_max.item() if norms else None,
             "wall": time.time(),
+            "job_s": time.perf_counter() - self.start,  # the job's hours: a clock set back moves no record
         }
         rec["mfu"] = rec["tflops"] * 1e12 / self.peak if self.peak else None
         self.reset()

@@ -347,7 +347,7 @@ def train_loop(trainer: Trainer, stop, max_updates: int | None) -> int:
                 trainer.log_dev(step, trainer.evaluate())
             barrier(env)
         if stop_requested(stop, env, step):
-            return stopped(trainer, stop, where[env.rank], checkpointed=at_checkpoint)
+            return stopped(trainer, stop, where[env.rank], checkpointed=at_checkpoint, since=progress.start)
     if trainer.step >= total and env.main:  # the final model: the weights alone, under the run's output name
         ckpt.save(ckpt.weights_of(trainer.payload()), trainer.files.out)
         trainer.log(f"done: {trainer.files.out}")
@@ -372,8 +372,9 @@ def say_start(trainer: Trainer, where: list[str]) -> None:
     trainer.stall = Stall.for_run(trainer, metrics.read(trainer.files.metrics))
 
 
-def stopped(trainer: Trainer, stop, host: str, *, checkpointed: bool) -> int:
-    """A stop signal or a coming time limit: a checkpoint, the job requeued, EXIT_PREEMPTED."""
+def stopped(trainer: Trainer, stop, host: str, *, checkpointed: bool, since: float) -> int:
+    """A stop signal or a coming time limit: a checkpoint, the job requeued, EXIT_PREEMPTED (`since`: the
+    job's start on time.perf_counter's clock)."""
     env, step = trainer.env, trainer.step
     if not checkpointed:
         trainer.save(grid=False)  # off the checkpoint grid: for resuming only
@@ -383,7 +384,8 @@ def stopped(trainer: Trainer, stop, host: str, *, checkpointed: bool) -> int:
         print(f"rank {env.rank} on {host}: stops at step {step}", flush=True)
     why = stop.reason() if isinstance(stop, StopFlag) else "stop signal"
     if env.main:  # before the requeue, which may end this process
-        metrics.append(trainer.files.metrics, {"event": "stop", "step": step, "reason": why, "wall": time.time()})
+        rec = {"event": "stop", "step": step, "reason": why, "wall": time.time(), "job_s": time.perf_counter() - since}
+        metrics.append(trainer.files.metrics, rec)
     again = requeue(env, trainer.log)
     trainer.log(f"{why}: checkpoint of step {step} written; {again} (exit {EXIT_PREEMPTED})")
     return EXIT_PREEMPTED
