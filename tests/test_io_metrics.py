@@ -16,6 +16,7 @@ from aiayn import io
 from aiayn.errors import UserError
 from aiayn.io import atomic_paths, write_json
 from aiayn.runtime import metrics
+from aiayn.runtime.metrics import MetricsError
 
 
 def test_atomic_paths_rename_together_or_not_at_all(tmp_path):
@@ -207,6 +208,18 @@ def test_a_stop_is_recorded_and_ends_that_jobs_hours(tmp_path):
     )
     assert [r["step"] for r in metrics.read(path).stop] == [3]
     assert metrics.summary(path)["hours"] == pytest.approx(2.0) and metrics.summary(path)["dev_ppl"] is None
+
+
+def test_a_whole_line_that_is_no_record_is_refused_even_as_the_only_or_last_line(tmp_path):
+    """A torn line is one a crash cut: it has no newline. A user's file at the metrics path (a note of
+    one line) is refused, not read as a torn run and then overwritten by the training."""
+    for text in ("my notes, one line\n", json.dumps({**START}) + "\nmy notes\n"):
+        path = tmp_path / "notes.md"
+        path.write_text(text)
+        with pytest.raises(MetricsError, match=r"notes.md, line \d: not a metrics record; remove that line"):
+            metrics.read(path)
+    path.write_text(json.dumps({**START}) + '\n{"step": 4, "lo')  # torn: no newline
+    assert len(metrics.read(path).start) == 1
 
 
 def test_a_clock_set_back_during_a_job_moves_no_hours(tmp_path):

@@ -78,19 +78,19 @@ def _records(path: Path) -> list[dict]:
         return []
     readable(path, "a metrics file")
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise MetricsError(
             f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); remove the damaged lines"
         ) from None
-    out = []
+    out, lines = [], text.splitlines()
     for i, line in enumerate(lines):
         try:
             rec = records.parse(line, finite=False)  # a diverged run's loss is NaN, and says so
             kind(rec)
         except ValueError:
-            if i == len(lines) - 1:  # a torn last line: a crash while it was written
-                break
+            if i == len(lines) - 1 and not text.endswith("\n"):  # a torn last line: a crash while it was written
+                break  # (a whole line ends with its newline: one that does is someone's text, never torn)
             raise MetricsError(f"{path}, line {i + 1}: not a metrics record; remove that line") from None
         records.check(rec, f"metrics {kind(rec)}", f"{path}, line {i + 1}")
         out.append(rec)
