@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import toy
@@ -119,7 +120,7 @@ BUGS = {
         "lengths = np.minimum(offsets[indices + 1] - starts, 8)", ["check data failed", "where the corpus has"]),
     "the schedule stepped once per micro-batch": (TRAIN, "            total += loss.detach()\n",
         "            total += loss.detach()\n            self.scheduler.step()\n",
-        ["the optimizer's step", "moved as Adam's step at the rate", "(x 3)"]),
+        ["the optimizer's step", "stepped at the rate", "(x 3)"]),
     "incremental decoding at position 0": (T, "x = self.tgt_embed(tokens[:, None], offset=state.position)",
         "x = self.tgt_embed(tokens[:, None], offset=0)",
         ["check decoding failed", "where the full forward pass gives its tokens"]),
@@ -154,7 +155,7 @@ BUGS = {
         "        self.sub = nn.ModuleList([SublayerConnection(cfg) for _ in range(2)])\n        self.sub[0].pre_norm = True",
         ["pre-LN", "at encoder layer 1's self-attention"]),
     "dropout left on at inference": (T, "return self.dropout(x + pos.to(x.dtype))",
-        "return F.dropout(x + pos.to(x.dtype), self.dropout.p)", ["check decoding failed", "dropout applied at inference"]),
+        "return F.dropout(x + pos.to(x.dtype), self.dropout.p)", ["the dev pass (evaluate)", "(no dropout)"]),
     "padding counted in the loss": (OBJ, "ignore_index=PAD, label_smoothing=smoothing", "label_smoothing=smoothing",
         ["padding targets counted in the loss"]),
     "GELU in the feed-forward network": (T, "return self.W_2(F.relu(self.W_1(x)))", "return self.W_2(F.gelu(self.W_1(x)))",
@@ -171,7 +172,7 @@ BUGS = {
         "        e = x\n        for layer in self.encoder:\n            x = layer(e, mask)",
         ["the input of encoder layer 2", "every layer fed the embedding"]),
     "a schedule of step^-0.6": ("runtime/schedule.py", "min(step**-0.5, step * warmup_steps**-1.5)",
-        "min(step**-0.6, step * warmup_steps**-1.6)", ["moved as Adam's step at the rate"]),
+        "min(step**-0.6, step * warmup_steps**-1.6)", ["stepped at the rate"]),
     "sinusoids of base 1000": (T, "torch.pow(10000.0,", "torch.pow(1000.0,",
         ["the source embedding", "none of the known mistakes reproduces it"]),
     "beam search's cache not reordered": ("model/beam.py",
@@ -193,8 +194,31 @@ BUGS = {
         "for i, hyps in zip(sorted(batch), results)", ["check decoding failed"]),
     "embeddings drawn N(0, 1)": (T, "nn.init.normal_(p, mean=0.0, std=cfg.d_model**-0.5)", "nn.init.normal_(p, mean=0.0, std=1.0)",
         ["check initialisation failed", "src_embed has std"]),
+    "the optimizer stepped at each micro-batch": (TRAIN, "            total += loss.detach()\n",
+        "            total += loss.detach()\n            if j < len(mine) - 1:\n                self.optimizer.step()\n",
+        ["the optimizer's steps", "2 steps in an update of 2 micro-batches"]),
+    "dropout reseeded alike at each micro-batch": (TRAIN, "seed_dropout(self.tr[\"seed\"], first + j, self.env.device)",
+        "seed_dropout(self.tr[\"seed\"], 0, self.env.device)", ["the dropout (training mode)", "drew the dropout masks of"]),
+    "the dev pass in training mode": (TRAIN, "        self.model.eval()\n        dev =", "        dev =",
+        ["update 1: the dev pass (evaluate)", "(no dropout) gives"]),
+    "the dev NLL label-smoothed": (TRAIN, "nll = nll + label_smoothed_loss(logits, batch.tgt_out, 0.0)",
+        "nll = nll + label_smoothed_loss(logits, batch.tgt_out, self.tr[\"eps_ls\"])", ["the dev pass (evaluate)", "its NLL"]),
+    "every sentence's length limit from the longest in its batch": ("evaluation/translate.py",
+        "limits = [max_steps(len(s), a, b, cap) for s in src]", "limits = [max_steps(S - 1, a, b, cap) for s in src]",
+        ["check decoding failed", "over its limit"]),
+    "the loss trained towards the decoder input": (TRAIN, 'loss = label_smoothed_loss(logits, batch.tgt_out, self.tr["eps_ls"])',
+        'loss = label_smoothed_loss(logits, batch.tgt_in, self.tr["eps_ls"])',
+        ["check data failed", "trained target is the decoder input, not the target"]),
+    "the targets of the batch rotated a row": (BATCH, "    tgt_out[every, tgt_len] = EOS\n",
+        "    tgt_out[every, tgt_len] = EOS\n    tgt_out = tgt_out[np.roll(every, 1)]\n",
+        ["check data failed", "trained target is pair", "(pairs misaligned)"]),
+    "the encoder's padding mask inverted": (T, "mask = (src != self.cfg.pad_id)[:, None, None, :]",
+        "mask = (src == self.cfg.pad_id)[:, None, None, :]", ["the padding mask inverted"]),
 }  # fmt: skip
 HARMLESS = {
+    "the decoder input padded with EOS": (BATCH, "    tgt_in = np.full((B, int(tgt_len.max()) + 1), PAD, dtype=np.int64)\n"
+        "    tgt_out = np.full_like(tgt_in, PAD)", "    tgt_out = np.full((B, int(tgt_len.max()) + 1), PAD, dtype=np.int64)\n"
+        "    tgt_in = np.full_like(tgt_out, EOS)"),
     "the feed-forward network regrouped into nn.Sequential": (T,
         "        self.W_1 = nn.Linear(cfg.d_model, cfg.d_ff)\n        self.W_2 = nn.Linear(cfg.d_ff, cfg.d_model)\n\n"
         "    def forward(self, x: Tensor) -> Tensor:\n        return self.W_2(F.relu(self.W_1(x)))",
@@ -235,6 +259,33 @@ def test_a_bug_written_into_the_source_stops_the_experiment_with_one_line(bug, e
 def test_a_harmless_rewrite_passes(rewrite, experiment, monkeypatch):
     edited(monkeypatch, *HARMLESS[rewrite])
     assert check(experiment) == "passed"
+
+
+PLAN_BUGS = {  # the plan over a corpus of sides of unequal lengths, many micro-batches an epoch
+    "the budget counted on the source side alone": ("real_s + s > budget or real_t + t > budget or longest",
+        "real_s + s > budget or longest", "target tokens"),
+    "the micro-batches not shuffled": ("return [batches[j] for j in rng.permutation(len(batches))]",
+        "return list(batches)", "in epoch 1's order"),
+    "every epoch in one order": ("rng = np.random.default_rng([self.seed, e])",
+        "rng = np.random.default_rng([self.seed, 0])", "in epoch 1's order"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("bug", sorted(PLAN_BUGS))
+def test_a_plan_that_is_no_epoch_of_the_corpus_at_its_budget_is_said(bug, tmp_path, monkeypatch):
+    from aiayn.check.data import coverage
+    from aiayn.data import binary
+    from aiayn.training import batching
+
+    rng = np.random.default_rng(0)
+    sides = [[rng.integers(4, 50, size=rng.integers(1, 30)) for _ in range(2000)] for _ in "st"]
+    meta = {"src_vocab": 50, "tgt_vocab": 50}
+    binary.write(tmp_path / "c.bin", *toy.from_sequences(*sides), dtype=np.uint16, meta=meta)
+    plan = lambda: batching.Batcher(binary.read(tmp_path / "c.bin"), budget=300, seed=1, per_update=2, max_padded=450)  # noqa: E731
+    assert coverage(plan()) is None
+    old, new, said = PLAN_BUGS[bug]
+    edited(monkeypatch, BATCH, old, new)
+    assert said in (coverage(plan()) or "")
 
 
 def test_a_cause_is_named_only_where_its_reproduction_matches(experiment, monkeypatch):

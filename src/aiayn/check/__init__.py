@@ -1,4 +1,3 @@
-"""The check stage (the check rule, results/<experiment>/check.json): the experiment's own trainer
-and decoder, run on a sample of its data (`run`), compared as a whole with the paper written again
-(`reference`) by the invariants of `data`, `training` and `decoding`, each in the registry of `check` (the stage);
-`mistakes` names a known mistake only where its reproduction matches what the run did."""
+"""The check stage: the experiment's own trainer and decoder run on a sample of its data (`run`), compared
+with the paper written again (`reference`) by the invariants of `data`, `training` and `decoding`, each in
+the registry of `check` (the stage); `mistakes` names a known mistake only where its reproduction matches."""

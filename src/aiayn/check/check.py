@@ -12,7 +12,7 @@ import torch
 
 from aiayn import described
 from aiayn.check import decoding as dec
-from aiayn.check.data import coverage, full_plan
+from aiayn.check.data import full_plan
 from aiayn.check.mistakes import Departure, failed
 from aiayn.check.reference import paper_rate
 from aiayn.check.run import trainer_run
@@ -49,10 +49,10 @@ class Run:
         self.small = train.subset(sample(train))
         self.training = Training(settings, self.small, self.cfg)
         try:
-            self.batcher, self.model = trainer_run(settings, self.small, UPDATES, self.training.on_update)
+            self.model = trainer_run(settings, self.small, UPDATES, self.training.on_update)
         except Exception as error:  # the trainer's own code fails: said, and its model decoded all the same
             self.training.departure = Departure("the run", "the trainer's update", seen=failed(error))
-            self.batcher, self.model = None, None
+            self.model = None
         if self.model is None or self.training.nonfinite:  # decoded as drawn, not as a rate too high left it
             torch.manual_seed(settings["train"]["seed"])
             self.model = build(self.cfg)
@@ -60,12 +60,10 @@ class Run:
 
 
 def data(run: Run):
-    t = run.training
-    wrong = t.data_wrong + [f"at the check's budget, {c}" for c in [run.batcher and coverage(run.batcher)] if c]
-    more, whole = full_plan(run.settings, run.train)
+    t, (more, whole) = run.training, full_plan(run.settings, run.train)
     figure = f"the {t.rows} rows the trainer was fed in {t.updates} updates are the corpus's pairs (source, decoder " \
         f"input, trained target); {whole}"  # fmt: skip
-    return ([*wrong, *more] or [None])[0], figure, {"rows": t.rows}
+    return ([*t.data_wrong, *more] or [None])[0], figure, {"rows": t.rows}
 
 
 def training(run: Run):
@@ -74,9 +72,10 @@ def training(run: Run):
         return "not measured: the trainer's data departs from the corpus first (check data)", "", {}
     compared = f"{t.nonfinite - 1} updates (the loss is not finite from update {t.nonfinite}, where the trainer " \
         "stops itself: a rate too high)" if t.nonfinite else f"{UPDATES} updates"  # fmt: skip
+    dev = f"; the dev pass's NLL {f['evaluation']:.2g}" if "evaluation" in f else ""
     figure = f"{compared} of the trainer (2 micro-batches each, training mode) are the paper's: logits within " \
         f"{f['logits']:.2g}, their gradient {f['loss']:.2g}, the parameters' {f['gradients']:.2g}, the step " \
-        f"{f['step']:.2g} of the rate"  # fmt: skip
+        f"{f['step']:.2g} of the rate{dev}"  # fmt: skip
     form = {"layout": t.form.layout, "origin": t.form.origin} if t.form else None
     return t.departure and t.departure.said(), figure, {**f, "form": form}
 
@@ -113,17 +112,18 @@ class Spec:
 
 CHECKS = [
     Spec("data", "§5.1", "the rows the trainer feeds the model and trains it towards, against the corpus's pairs; "
-         "an epoch of its batch plan (at the check's budget and at the experiment's own) against the corpus",
-         "exact", data),
+         "an epoch of its batch plan at the experiment's budget against the corpus, its micro-batches against the "
+         "budget a side, epoch 2's order against epoch 1's", "exact", data),
     Spec("training", "§3, §5.3, §5.4", f"{UPDATES} updates of the experiment's trainer (2 micro-batches each, training "
-         "mode, its masks) against §3's forward pass, §5.4's loss and Adam from the same parameters: the logits, their "
-         "gradient, the parameters' gradients, the step",
-         "1e-3 of the largest value (gradients 0.1 in norm; the step 1e-3 of the rate beyond fp32 rounding)", training),
+         "mode, its masks drawn afresh) against §3's forward pass, §5.4's loss and Adam from the same parameters: the "
+         "logits, their gradient, the parameters' gradients, one step an update; the dev pass's NLL against §3's in "
+         "eval mode", "1e-3 of the largest value (gradients 0.1 in norm; the step 1e-3 of the rate beyond fp32 "
+         "rounding; the dev NLL 1e-4)", training),
     Spec("schedule", "§5.3", "the rate the trainer applies at each update up to 2 x warmup_steps, against "
          "d_model^-0.5 · min(step^-0.5, step · warmup_steps^-1.5) x lr_scale", "1e-6 relative", schedule),
-    Spec("decoding", "§3, §6.1", "the eval-mode logits against §3's; each beam-search hypothesis's log P and score "
-         "against the full forward pass and GNMT's lp; beam 1 against the greedy path; a scripted search",
-         "1e-3 (the score 1e-6)", dec.decoding),
+    Spec("decoding", "§3, §6.1", "each beam-search hypothesis's length, log P and score against its source's limit, "
+         "the full forward pass and GNMT's lp; beam 1 against the greedy path; a scripted search", "1e-3 (the score "
+         "1e-6)", dec.decoding),
     Spec("initialisation", "§3.4, `init`", "the spread of every weight against the one its initialisation draws",
          "10 % and the sampling error", lambda run: dec.initialisation(run.training.initial, run.cfg)),
 ]  # fmt: skip

@@ -3,6 +3,9 @@ decoder input, trained target), and its plan holds each pair once an epoch."""
 
 from __future__ import annotations
 
+import math
+from collections import Counter
+
 import numpy as np
 import torch
 
@@ -86,6 +89,7 @@ def read_rows(corpus, pairs, seen) -> tuple[list[int], list[str]]:
         found.append(i)
         others = [(f"pair {j}'s (pairs misaligned)", w) for j, w in want.items() if j != i]
         _, inputs, outs = want[i]
+        d = d[: len(inputs)] if d[: len(inputs)] == inputs else d  # past its end: read by no real position (causal)
         alt = [("the target itself, not shifted right", outs), ("EOS in place of BOS at its start", [EOS, *outs[:-1]])]
         said = describe(d, inputs, alt + [(n, w[1]) for n, w in others])
         wrong += [f"row {r}'s decoder input is {said} (pair {i})"] if said else []
@@ -97,14 +101,24 @@ def read_rows(corpus, pairs, seen) -> tuple[list[int], list[str]]:
 
 
 def coverage(batcher) -> str | None:
-    """What epoch 1 of a batch plan leaves out or holds twice, or None."""
-    n = len(batcher.corpus)
-    counts = np.bincount(np.concatenate(batcher.epoch(0)), minlength=n)
+    """What epoch 1 of a batch plan leaves out or holds twice, a micro-batch over its budget on a side
+    (§5.1 counts source and target tokens), or epoch 2 in epoch 1's order; or None."""
+    n, batches = len(batcher.corpus), batcher.epoch(0)
+    counts = np.bincount(np.concatenate(batches), minlength=n)
     left, twice = np.flatnonzero(counts == 0), int((counts > 1).sum())
-    if not len(left) and not twice:
-        return None
-    longest = f" (the longest {int((batcher.src_len + batcher.tgt_len)[left].max())} tokens)" if len(left) else ""
-    return f"epoch 1 of its plan leaves out {len(left):,} of the {n:,} pairs{longest} and holds {twice:,} twice or more"
+    if len(left) or twice:
+        longest = f" (the longest {int((batcher.src_len + batcher.tgt_len)[left].max())} tokens)" if len(left) else ""
+        return f"epoch 1 of its plan leaves out {len(left):,} of the {n:,} pairs{longest}, has {twice:,} twice or more"
+    for side, lengths in (("source", batcher.src_len), ("target", batcher.tgt_len)):
+        sizes = [(int(lengths[b].sum()), len(b) * int(lengths[b].max())) for b in batches if len(b) > 1]
+        if over := [(r, p) for r, p in sizes if r > batcher.budget or p > batcher.max_padded]:
+            return f"a micro-batch of its plan holds {over[0][0]:,} {side} tokens ({over[0][1]:,} padded) where " \
+                f"its budget is {batcher.budget:,} ({batcher.max_padded:,} padded) a side"  # fmt: skip
+    order = [[int(max(batcher.src_len[b].max(), batcher.tgt_len[b].max())) for b in batcher.epoch(e)] for e in (0, 1)]
+    orders = math.lgamma(len(order[0]) + 1) - sum(math.lgamma(c + 1) for c in Counter(order[0]).values())
+    if orders > math.log(1e6) and order[0] == order[1]:  # a chance below 1e-6 where each epoch's order is drawn
+        return "epoch 2 of its plan holds the micro-batches in epoch 1's order (by their lengths): not drawn afresh"
+    return None
 
 
 def full_plan(settings: dict, corpus) -> tuple[list[str], str]:
@@ -118,10 +132,11 @@ def full_plan(settings: dict, corpus) -> tuple[list[str], str]:
     wrong = [f"at the experiment's budget, {c}" for c in [coverage(batcher)] if c]
     longest = int(np.argmax(batcher.src_len + batcher.tgt_len))
     for indices in batcher.update(1) + [b for b in batcher.epoch(0) if longest in b][:1]:
-        b = collate(corpus, indices, pin=False)
-        if not all(g.shape == w.shape and torch.equal(g, w) for g, w in zip((b.src, b.tgt_in, b.tgt_out),
-                                                                            paper_batch(corpus, indices))):  # fmt: skip
+        b, (src, tgt_in, tgt_out) = collate(corpus, indices, pin=False), paper_batch(corpus, indices)
+        real = tgt_out != PAD  # the decoder input past the target's end is read by no real position (causal)
+        if not all(g.shape == w.shape and torch.equal(g, w) for g, w in ((b.src, src), (b.tgt_out, tgt_out))) \
+                or not torch.equal(b.tgt_in[real], tgt_in[real]):  # fmt: skip
             wrong.append(f"a micro-batch of the experiment's own plan, collated, is not its pairs {[*indices[:3]]}...")
     return wrong[:1], f"the experiment's own plan holds each of the {len(corpus):,} pairs once in epoch 1 (its first " \
         f"update and longest pair, {int(batcher.src_len[longest])}+{int(batcher.tgt_len[longest])} tokens, collated " \
-        "whole)"  # fmt: skip
+        "whole), each micro-batch within its budget a side, epoch 2 not in epoch 1's order"  # fmt: skip

@@ -1,5 +1,5 @@
-"""The invariants outside training: `decoding` (eval mode and the real beam search against the full
-forward pass and §6.1) and `initialisation` (every weight drawn with the spread its `init` says)."""
+"""The invariants outside training: `decoding` (the real beam search against the full forward pass
+and §6.1) and `initialisation` (every weight drawn with the spread its `init` says)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import math
 import torch
 
 from aiayn.check.data import paper_batch
-from aiayn.check.mistakes import TOLERANCE, Departure, locate
-from aiayn.check.reference import DTYPE, closest_form
-from aiayn.check.run import watching
+from aiayn.check.mistakes import TOLERANCE
 from aiayn.data.binary import BOS, EOS, PAD
 from aiayn.model.hparams import init_std
 from aiayn.study import paper
+
+MORE = 2  # the search's length limit: the source's length + MORE tokens before EOS (§6.1's + 50)
 
 
 def gnmt(length: int, alpha: float) -> float:
@@ -21,39 +21,20 @@ def gnmt(length: int, alpha: float) -> float:
     return ((5 + length) / 6) ** alpha
 
 
-def eval_forward(model, src, tgt_in) -> Departure | None:
-    """The model in eval mode: no dropout drawn, and the logits of §3's forward pass (an admitted form)."""
-    with watching(model) as (seen, draws), draws, torch.no_grad():
-        model(src, tgt_in)
-    s = seen[0]
-    drawn = sum(len(m) for m in s.masks.values())
-    if drawn:
-        said = f"{drawn} dropout masks drawn in eval mode: dropout applied at inference (F.dropout without " \
-            "training=self.training, or a module kept in training mode), so decoding is noisy"  # fmt: skip
-        return Departure("the eval-mode forward pass", "its dropout", seen=said)
-    params = {n: t.detach().to(DTYPE) for n, t in model.paper_map()[0].items()}
-    found = locate(s, params, model.cfg, closest_form(params, model.cfg, s))
-    if found is not None:
-        found.quantity = "the eval-mode logits"
-    return found
-
-
-def search(model, src, beam: int, alpha: float):
-    """The translate rule's search (`translate`: its batches by length, its mode) over `src`'s rows, given
-    in training mode, `beam` best each, each to its own length, in `src`'s order."""
+def hypotheses(model, src, beam: int, alpha: float) -> str | None:
+    """Each hypothesis of `translate` (handed the model in training mode), at `beam` and 1, against the full forward
+    pass over its tokens: its length limit, log P, score log P / lp (§6.1), and at beam 1 the greedy path."""
     from aiayn.evaluation.translate import translate
 
     rows = [[int(t) for t in row if t not in (PAD, EOS)] for row in src.tolist()]
-    model.train()
-    return translate(model, rows, beam=beam, alpha=alpha, max_len_a=1.0, max_len_b=2, nbest=beam)
-
-
-def hypotheses(model, src, beam: int, alpha: float) -> str | None:
-    """Each hypothesis of the real search, at `beam` and at 1, against the full forward pass over its
-    tokens teacher forced: its log P, its score log P / lp (§6.1), and at beam 1 the greedy path."""
     for width in (beam, 1):
-        for b, hyps in enumerate(search(model, src, width, alpha)):
+        model.train()
+        for b, hyps in enumerate(translate(model, rows, beam=width, alpha=alpha, max_len_a=1.0, max_len_b=MORE,
+                                           nbest=width)):  # fmt: skip
             for h in hyps:
+                if len(h.tokens) > (limit := len(rows[b]) + MORE):
+                    return f"sentence {b + 1}: a hypothesis of {len(h.tokens)} tokens, over its limit {limit} (its " \
+                        f"own source's length + {MORE}, §6.1)"  # fmt: skip
                 with torch.no_grad():  # (T + 1, V)
                     logp = model(src[b][None], torch.tensor([[BOS, *h.tokens]]))[0].double().log_softmax(-1)
                 want = float(logp.gather(1, torch.tensor([*h.tokens, EOS])[:, None]).sum())
@@ -91,9 +72,9 @@ def greedy(h, logp, alpha: float) -> str | None:
 
 
 def scripted(alpha: float) -> str | None:
-    """The real search (beam 2, its 1 and 2 best) over a scripted step function against every ending
-    enumerated and ranked by log P / lp: EOS at once at -1, or a token at c and the rest free, c such
-    that ending at once beats the live hypothesis at the current length's lp but not at the maximum's."""
+    """The real search (beam 2, its 1 and 2 best) over a scripted step function (EOS at once at -1, or a token at c,
+    the rest free; ending at once beats the live one at the current length's lp, not the maximum's) against
+    every ending ranked by log P / lp."""
     from aiayn.model.beam import beam_search
 
     token, most = EOS + 1, 6
@@ -117,15 +98,11 @@ def scripted(alpha: float) -> str | None:
 def decoding(run):
     """The `decoding` check of the run's model (aiayn.check.check.Run) over its first 4 pairs: what
     departs (None: nothing), the figure, what it measured."""
-    model, (src, tgt_in, _) = run.model, paper_batch(run.small, range(min(4, len(run.small))))
+    model, (src, _, _) = run.model, paper_batch(run.small, range(min(4, len(run.small))))
     task = "parsing" if run.settings["task"] == "parsing" else "translation"
     beam, alpha = paper.DECODE[task]["beam"], paper.DECODE[task]["alpha"]
-    figure = f"the eval-mode logits are §3's; beam {beam} (alpha {alpha}) gives each hypothesis the full forward " \
-        "pass's log P and log P / lp; beam 1 follows its greedy path"  # fmt: skip
-    model.eval()
-    found = eval_forward(model, src, tgt_in)
-    if found is not None:
-        return found.said(), figure, {}
+    figure = f"beam {beam} (alpha {alpha}) gives each hypothesis, within its length limit, the full forward pass's " \
+        "log P and log P / lp; beam 1 follows its greedy path"  # fmt: skip
     with torch.no_grad():  # an untrained model ends at once: its projection made sharper and EOS's row 0,
         projection = model.paper_map()[0]["tgt_embed"]  # hypotheses run on, so that the cache and the
         projection.mul_(3)[EOS] = 0  # beam's reordering show (any weights are the model's to compare)

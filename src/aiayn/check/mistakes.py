@@ -22,7 +22,8 @@ LAYER = [
     ("masked scores filled with 0, not -inf", {"fill": 0.0}, ATTENTION),
     ("no causal mask: it reads the future", {"causal": "none"}, SELF),
     ("a causal mask that hides each position from itself", {"causal": "strict"}, SELF),
-    ("no padding mask: it reads the padding", {"pad_mask": False}, PADDED),
+    ("no padding mask: it reads the padding", {"pad_mask": "all"}, PADDED),
+    ("the padding mask inverted: it reads the padding alone", {"pad_mask": "inverted"}, PADDED),
     ("the heads split by a view without the transpose (§3.2.2)", {"split": "view"}, ATTENTION),
     ("the heads merged by a view without the transpose (§3.2.2)", {"merge": "view"}, ATTENTION),
     ("the output projection W^O skipped", {"w_o": False}, ATTENTION),
@@ -128,10 +129,8 @@ def parts(seen, cfg):
                          ("every layer fed the embedding, not the layer below's output", ins[0])]  # fmt: skip
                 yield f"the input of {stack} layer {i + 1}", seen.io[f"{stack[:3]}_in"][i], lambda r, _o=below: _o, \
                     known, side  # fmt: skip
-            if stack == "encoder":
-                layer = lambda r, _i=i, _x=ins: r.encoder_layer(_i, _x[_i], src)  # noqa: E731
-            else:
-                layer = lambda r, _i=i, _y=ins: r.decoder_layer(_i, _y[_i], io["dec_mem"][_i], src)  # noqa: E731
+            layer = (lambda r, _i=i, _x=ins: r.encoder_layer(_i, _x[_i], src)) if stack == "encoder" else \
+                (lambda r, _i=i, _y=ins: r.decoder_layer(_i, _y[_i], io["dec_mem"][_i], src))  # fmt: skip
             yield f"{stack} layer {i + 1}", outs[i], layer, "", side
     yield "the projection", seen.logits, lambda r: r.project(io["dec_out"][-1]), PROJECTION, "tgt"
 
@@ -146,8 +145,7 @@ def locate(seen, params: dict, cfg, base: Form) -> Departure | None:
         if amount <= TOLERANCE:
             continue
         if mistakes == "":  # a layer: its mistakes at each sublayer
-            stack = name.split()[0]
-            mistakes = list(layer_mistakes(stack, name, cfg.pre_norm))
+            mistakes = list(layer_mistakes(name.split()[0], name, cfg.pre_norm))
         causes = []
         for said, changes in mistakes:  # what the model fed a layer, computed; or the reference changed
             try:  # a change that cannot be computed at these sizes (W^O skipped where h d_v != d_model) is none

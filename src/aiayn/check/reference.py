@@ -11,9 +11,8 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
-# the reference's precision: the model's own, float32 (its operations and their order are its own, so
-# its rounding is too: 1e-6 of the model's at usual sizes, against tolerances of 1e-3); float64
-# doubles its memory, 3.4 GB more for the big model (docs/falls-short.md)
+# the model's own precision (the reference's rounding is 1e-6 of the model's at usual sizes, against tolerances
+# of 1e-3); float64 doubles its memory, 3.4 GB more for the big model (docs/falls-short.md)
 DTYPE = torch.float32
 LN_EPS = 1e-5  # torch's and tensor2tensor's alike: far below the tolerances' effect
 
@@ -29,7 +28,7 @@ class Form:
     softmax_dim: int = -1
     fill: float = -math.inf  # what masked scores are filled with
     causal: str = "mask"  # "none", "strict" (a position does not see itself)
-    pad_mask: bool = True
+    pad_mask: str = "real"  # the keys read: "real" ones, "all", or only the padding ("inverted")
     split: str = "transpose"  # "view": heads split without the transpose
     merge: str = "transpose"  # "view": heads merged without it
     w_o: bool = True
@@ -44,9 +43,8 @@ def sinusoids(length: int, d_model: int, layout: str = "interleaved", origin: in
     """§3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...), float64."""
     pos = torch.arange(origin, origin + length, dtype=torch.float64)[:, None]
     angle = pos / 10000.0 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
-    if layout == "halves":
-        return torch.cat([angle.sin(), angle.cos()], 1)
-    return torch.stack([angle.sin(), angle.cos()], 2).reshape(length, d_model)
+    return torch.cat([angle.sin(), angle.cos()], 1) if layout == "halves" else \
+        torch.stack([angle.sin(), angle.cos()], 2).reshape(length, d_model)  # fmt: skip
 
 
 def change(got, want, keep=None, floor: float = 1.0) -> float:
@@ -54,19 +52,14 @@ def change(got, want, keep=None, floor: float = 1.0) -> float:
     largest magnitude (at least `floor`); inf where `got` is missing, of another shape or not finite."""
     if got is None or tuple(got.shape) != tuple(want.shape):
         return math.inf
-    got, want = got.detach().double(), want.detach().double()
-    got, want = (got, want) if keep is None else (got[keep], want[keep])
-    diff = float((got - want).abs().max()) if want.numel() else 0.0
-    scale = max(float(want.abs().max()) if want.numel() else 0.0, floor)
-    if not math.isfinite(diff):
-        return math.inf
-    return diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf)
+    got, want = (t.detach().double() if keep is None else t.detach().double()[keep] for t in (got, want))
+    diff, scale = (float(t.abs().max()) if t.numel() else 0.0 for t in (got - want, want))
+    return diff / max(scale, floor) if math.isfinite(diff) and max(scale, floor) > 0 else (math.inf if diff else 0.0)
 
 
 class Reference:
-    """§3's forward pass over `params` (role -> tensor, as `paper_map` names them) with the sizes and
-    deliberate settings of `cfg` (an aiayn.model.hparams.ModelConfig), computed as `form` says;
-    `drops` the masks drawn ({"residual": [...], "attention": [...]}; empty: no dropout)."""
+    """§3's forward pass over `params` (role -> tensor, as `paper_map` names them) with the sizes and settings of
+    `cfg` (a ModelConfig), computed as `form` says, over the masks `drops` ({"residual": [...], "attention": [...]})."""
 
     def __init__(self, params: dict, cfg, form: Form = Form(), drops: dict | None = None, *, base: Form | None = None):
         self.p, self.cfg, self.form, self.base = params, cfg, form, base or form
@@ -85,18 +78,14 @@ class Reference:
         return y + self.p[f"{name}.bias"] if bias and f"{name}.bias" in self.p else y
 
     def norm(self, name: str, x):
-        """LayerNorm: each position's vector less its mean, over its standard deviation, then gain and bias."""
-        mean = x.mean(-1, keepdim=True)
-        var = (x - mean).square().mean(-1, keepdim=True)
-        return (x - mean) / torch.sqrt(var + LN_EPS) * self.p[f"{name}.weight"] + self.p[f"{name}.bias"]
+        """LayerNorm (Ba et al.): each position's vector normalised, then its gain and bias."""
+        return F.layer_norm(x, x.shape[-1:], self.p[f"{name}.weight"], self.p[f"{name}.bias"], LN_EPS)
 
     def embed(self, side: str, tokens):
         """§3.4: the embedding times sqrt(d_model); §3.5: plus the positional encoding; §5.4: dropped."""
         f, d, T = self.form, self.cfg.d_model, tokens.size(1)
-        if self.cfg.positional == "learned":
-            pe = self.p[f"{side}_pos"][f.origin : f.origin + T]
-        else:
-            pe = sinusoids(T, d, f.layout, f.origin).to(DTYPE)
+        pe = self.p[f"{side}_pos"][f.origin : f.origin + T] if self.cfg.positional == "learned" else \
+            sinusoids(T, d, f.layout, f.origin).to(DTYPE)  # fmt: skip
         scale = math.sqrt(d) if f.emb_scale else 1.0
         e = self.p["tgt_embed" if side == "tgt" or self.cfg.shared_vocab else "src_embed"][tokens]
         x = (e + pe) * scale if f.pos_scaled else e * scale + f.positions * pe
@@ -108,7 +97,7 @@ class Reference:
         if causal:
             diagonal = {"mask": 0, "strict": -1, "none": S}[f.causal]
             return torch.ones(T, S, dtype=torch.bool).tril(diagonal).expand(B, T, S)
-        real = keys != self.cfg.pad_id if f.pad_mask else torch.ones_like(keys, dtype=torch.bool)
+        real = {"real": keys != self.cfg.pad_id, "inverted": keys == self.cfg.pad_id}.get(f.pad_mask, keys == keys)
         return real[:, None, :].expand(B, T, S)
 
     def attention(self, name: str, x, memory, keep, *, f: Form, k: int):
@@ -122,7 +111,8 @@ class Reference:
         v = split(self.linear(f"{name}.W_v", memory), S, d_v)
         scale = {"sqrt_dk": d_k**-0.5, "dk": 1 / d_k, "none": 1.0, "sqrt_d_model": cfg.d_model**-0.5}[f.attn_scale]
         scores = (q @ key.transpose(-1, -2) * scale).masked_fill(~keep[:, None], f.fill)  # (B, h, T, S)
-        heads = self.drop(scores.softmax(f.softmax_dim), "attention", k) @ v  # (B, h, T, d_v)
+        weights = scores.softmax(f.softmax_dim).nan_to_num(0.0)  # a query with no key to read: 0, as torch's
+        heads = self.drop(weights, "attention", k) @ v  # (B, h, T, d_v)
         heads = heads.reshape(B, T, h * d_v) if f.merge == "view" else heads.transpose(1, 2).reshape(B, T, h * d_v)
         return self.linear(f"{name}.W_o", heads) if f.w_o else heads
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import gc
 import math
 import tempfile
 import warnings
@@ -55,19 +54,19 @@ class Draws(TorchFunctionMode):
                 scores = scores.masked_fill(torch.ones(scores.shape[-2:], dtype=torch.bool).triu(1), -math.inf)
             if mask is not None:
                 scores = scores.masked_fill(~mask, -math.inf) if mask.dtype == torch.bool else scores + mask
-            weights = scores.softmax(-1)
+            weights = scores.softmax(-1).nan_to_num(0.0)  # a query with no key to read: 0, as torch's kernel
             return weights * self.keep(weights.shape, p, q.device) / (1 - p) @ v
         return func(*args, **(kwargs or {}))
 
 
 @dataclass
 class Seen:
-    """One forward pass as the model ran it: its inputs and masks, each layer's inputs and output, the
-    logits and the gradient the loss gave them."""
+    """One forward pass as the model ran it: inputs, masks, layers' inputs and outputs, logits and their gradient."""
 
     src: torch.Tensor
     tgt_in: torch.Tensor
     masks: dict
+    pairs: list | None = None  # the corpus's pair of each row, once the data check has read them
     logits: torch.Tensor | None = None
     logit_grad: torch.Tensor | None = None
     io: dict = field(default_factory=lambda: defaultdict(list))  # enc_in, enc_out, dec_in, dec_mem, dec_out
@@ -78,8 +77,7 @@ def watching(model):
     """Hooks on `model` while the block runs, keeping each forward pass (a list of Seen, appended to)
     and the masks it draws under the Draws given with it."""
     seen: list[Seen] = []
-    _, layers = model.paper_map()
-    draws = Draws()
+    (_, layers), draws = model.paper_map(), Draws()
 
     def begin(module, args):
         draws.masks = {"residual": [], "attention": []}
@@ -110,8 +108,8 @@ def watching(model):
 
 @dataclass
 class Update:
-    """One update of the trainer: its forward passes, the plan's pairs of each micro-batch, the
-    parameters (by role) before and after, the gradients stepped on and the rate applied."""
+    """One update of the trainer: its forward passes, its micro-batches' pairs, the parameters (by role) before
+    its first step and after, the gradients stepped on, the rate of its first step and the steps taken."""
 
     step: int
     seen: list[Seen]
@@ -120,12 +118,12 @@ class Update:
     after: dict
     grads: dict
     lr: float
+    steps: int
 
 
 def trainer_run(settings: dict, corpus: Corpus, updates: int, on_update, *, micro_batches: int = 6):
-    """Make `updates` updates of the experiment's Trainer over `corpus` (fp32, no compile, no prefetch, and a
-    token budget that cuts it into about `micro_batches` micro-batches, 2 to an update); after each,
-    `on_update(Update, trainer)`, which returns None to go on. Returns the trainer's batcher and model."""
+    """`updates` updates of the experiment's Trainer over `corpus` (fp32, eager, no prefetch; about `micro_batches`
+    micro-batches, 2 an update); after each, `on_update(Update, trainer)`: None goes on. Returns its model."""
     from aiayn.training.distributed import Env
     from aiayn.training.train import RunFiles, Trainer
 
@@ -141,9 +139,11 @@ def trainer_run(settings: dict, corpus: Corpus, updates: int, on_update, *, micr
         roles, _ = trainer.model.paper_map()
         kept: dict = {}
 
-        def before(optimizer, args, kwargs):
-            kept["before"] = {n: p.detach().clone() for n, p in roles.items()}
-            kept["lr"] = optimizer.param_groups[0]["lr"]
+        def before(optimizer, args, kwargs):  # the update's first step: the parameters it started from
+            kept["steps"] = kept.get("steps", 0) + 1
+            if kept["steps"] == 1:
+                kept["before"] = {n: p.detach().clone() for n, p in roles.items()}
+                kept["lr"] = optimizer.param_groups[0]["lr"]
 
         hook = trainer.optimizer.register_step_pre_hook(before)
         try:
@@ -155,15 +155,13 @@ def trainer_run(settings: dict, corpus: Corpus, updates: int, on_update, *, micr
                         trainer.update()
                     # the live tensors: read before the next update (the history keeps its own copies)
                     grads = {n: torch.zeros_like(p) if p.grad is None else p.grad.detach() for n, p in roles.items()}
-                    update = Update(step, list(seen), trainer.batcher.update(step), kept.pop("before"),
-                                    {n: p.detach() for n, p in roles.items()}, grads, kept.pop("lr"))  # fmt: skip
+                    after = {n: p.detach() for n, p in roles.items()}  # (no step taken: the same before)
+                    update = Update(step, list(seen), trainer.batcher.update(step), kept.pop("before", after), after,
+                                    grads, kept.pop("lr", trainer.optimizer.param_groups[0]["lr"]),
+                                    kept.pop("steps", 0))  # fmt: skip
                     if on_update(update, trainer) is not None:
                         break
-                    if step == 1 < updates:  # evaluated as at a checkpoint: the next in training mode again
-                        trainer.evaluate()
-            return trainer.batcher, trainer.model
+            return trainer.model
         finally:
             hook.remove()
-            trainer.prefetcher.close()
-            del trainer
-            gc.collect()
+            trainer.prefetcher.close()  # (the trainer is collected by the caller)

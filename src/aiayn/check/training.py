@@ -8,16 +8,15 @@ import math
 
 import torch
 
-from aiayn.check.data import read_rows, trimmed
+from aiayn.check.data import paper_batch, paper_rows, read_rows
 from aiayn.check.mistakes import LOSS, OPTIMIZER, TOLERANCE, Departure, failed, locate
 from aiayn.check.reference import DTYPE, Reference, adam_step, change, closest_form, paper_rate, smoothed_target
-from aiayn.data.binary import EOS, PAD
+from aiayn.data.binary import PAD
 
 UPDATES = 3
 STEP_TOLERANCE = 1e-3  # the step's largest difference from Adam's, over the rate or the step (beyond fp32 rounding)
-# the parameters' gradients, each tensor's difference in norm over its norm: a ReLU input within fp32's
-# rounding of 0 is cut on one side and not the other, so a hidden unit's gradient at one position may be
-# in one and not the other (up to 0.06 on the toy model; a smaller share at larger sizes)
+# each tensor's gradient, its difference in norm over its norm: a ReLU input within fp32's rounding of 0 passes
+# on one side and not the other (up to 0.06 on the toy model; a smaller share at larger sizes)
 GRADIENT_TOLERANCE = 0.1
 PROBE = 1 << 16  # elements of each tensor the optimizer's step is compared on
 
@@ -27,26 +26,35 @@ class Training:
 
     def __init__(self, settings: dict, corpus, cfg):
         self.tr, self.corpus, self.cfg = settings["train"], corpus, cfg
-        self.history: list[dict] = []  # the trainer's gradients of the updates so far
-        self.form, self.departure, self.initial, self.data_wrong = None, None, {}, []
+        self.form, self.departure, self.initial, self.data_wrong, self.history = None, None, {}, [], []
         self.figures = {"logits": 0.0, "loss": 0.0, "gradients": 0.0, "step": 0.0}
         self.rows, self.lrs, self.updates, self.nonfinite = 0, [], 0, 0  # rows, rates applied, the update not finite
+        self.draws, self.dev = [], None  # (each pass, its first mask's start); how the dev pass departs, if it does
+
+    def fresh(self, seen, name: str) -> str | None:
+        """Whether the pass drew its dropout afresh (§5.4), not an earlier pass's masks again: compared on a first
+        mask's first n places, n where agreeing by chance (q^n, q = p^2 + (1-p)^2 at one place) is below 1e-12."""
+        p = self.cfg.P_drop
+        n = math.ceil(math.log(1e-12) / math.log(p * p + (1 - p) ** 2)) if 0 < p < 1 else 0
+        first = [m.flatten()[:n] for m in seen.masks["residual"][:1] if m.numel() >= n > 0]
+        again = [o for o, s in self.draws for f in first if s.equal(f)]
+        self.draws += [(name, f) for f in first]
+        return f"{name} drew the dropout masks of {again[0]} again (a generator seeded alike)" if again else None
 
     def on_update(self, up, trainer):
         """One update of the check's run: "data" or "training" where it departs (the run then stops)."""
         self.lrs.append(up.lr)
         self.updates = up.step
-        if up.step == 1:  # the weights as the trainer drew them: each tensor's shape and spread
-            kept = {n: t for n, t in up.before.items() if t.numel() > 1}  # one element: no spread to measure
-            self.initial = {n: (tuple(t.shape), float(t.double().std())) for n, t in kept.items()}
+        if up.step == 1:  # the weights as the trainer drew them: each tensor's shape and spread (of 2 elements up)
+            self.initial = {n: (tuple(t.shape), float(t.double().std())) for n, t in up.before.items() if t.numel() > 1}
         if not all(bool(torch.isfinite(t).all()) for t in [s.logits for s in up.seen] + [*up.grads.values()]):
             if up.step == 1:  # from the weights as drawn: the code's, not the rate's (the trainer stops too)
                 self.departure = Departure("the logits and gradients", "the weights as drawn", seen="not finite")
             self.nonfinite = up.step
             up.seen = []
         for m, (seen, pairs) in enumerate(zip(up.seen, up.plan)):
-            found, wrong = read_rows(self.corpus, pairs, seen)
-            self.rows += len(found)
+            seen.pairs, wrong = read_rows(self.corpus, pairs, seen)
+            self.rows += len(seen.pairs)
             self.data_wrong += [f"update {up.step}, micro-batch {m + 1}: {w}" for w in wrong[:1]]
         if len(up.seen) != len(up.plan) and not self.nonfinite:
             self.data_wrong.append(f"update {up.step}: {len(up.seen)} forward passes, {len(up.plan)} planned")
@@ -54,45 +62,65 @@ class Training:
         if stop is None:
             try:
                 self.departure = (parameters(trainer.model) if up.step == 1 else None) or self.compare(up, trainer)
+                if self.departure is None and up.step == 1 < UPDATES:  # as at a checkpoint; then training mode
+                    self.dev = evaluation(trainer.evaluate(), up.after, self)  # said unless a rate too high
             except Exception as error:  # the experiment's code, or the map the reference reads, fails
                 self.departure = Departure("the run", "its code", seen=failed(error))
+            if self.departure is None and up.step == UPDATES:  # the run stayed finite: a dev pass apart is the code's
+                self.departure = self.dev
             stop = "training" if self.departure is not None else None
         if stop is not None or up.step == UPDATES:  # the trainer's rate to 2 x warmup_steps
             for _ in range(len(self.lrs), 2 * self.tr["warmup_steps"]):
                 self.lrs.append(trainer.optimizer.param_groups[0]["lr"])
                 trainer.scheduler.step()
-        if self.departure is not None:
+        if self.departure is not None and self.departure.update is None:
             self.departure.update = up.step
         return stop
 
     def compare(self, up, trainer) -> Departure | None:
         cfg, tr = self.cfg, self.tr
+        if up.steps != 1:
+            said = f"{up.steps} steps in an update of {len(up.seen)} micro-batches (one, on their summed gradient)"
+            return Departure("the optimizer's steps", "the update", seen=said)
         params = {n: t.to(DTYPE).requires_grad_(True) for n, t in up.before.items()}  # the snapshot itself
-        tokens, targets = sum(int((s.tgt_in != PAD).sum()) for s in up.seen), []
-        for m, seen in enumerate(up.seen):
-            said = masks_said(seen, cfg)
+        outs = [[paper_rows(self.corpus, i)[2] for i in s.pairs] for s in up.seen]  # the targets trained
+        tokens, targets = sum(len(o) for rows in outs for o in rows), []
+        for m, (seen, rows) in enumerate(zip(up.seen, outs)):
+            said = masks_said(seen, cfg) or self.fresh(seen, f"update {up.step}'s micro-batch {m + 1}")
             if said:
                 return Departure("the dropout (training mode)", f"micro-batch {m + 1}", seen=said)
             self.form = self.form or closest_form(params, cfg, seen)
             logits = Reference(params, cfg, self.form, seen.masks).forward(seen.src, seen.tgt_in)
-            amount = change(seen.logits, logits, seen.tgt_in != PAD)
+            target = torch.tensor([o + [PAD] * (seen.tgt_in.size(1) - len(o)) for o in rows])
+            amount = change(seen.logits, logits, target != PAD)
             self.figures["logits"] = max(self.figures["logits"], amount)
             if amount > TOLERANCE:
                 found = locate(seen, {n: p.detach() for n, p in params.items()}, cfg, self.form)
                 found = found or Departure("the forward pass", "the logits", amount)
                 found.quantity, found.where = "the logits (training mode)", f"micro-batch {m + 1}, {found.where}"
                 return found
-            width = seen.tgt_in.size(1)  # the targets: the pair's target + EOS (the data check read the input)
-            target = torch.tensor([d[1:] + [EOS] + [PAD] * (width - len(d)) for d in trimmed(seen.tgt_in)])
             q = smoothed_target(target, cfg.tgt_vocab, tr["eps_ls"], PAD)
             (-(q * logits.log_softmax(-1)).sum() / tokens).backward()
             targets.append(target)
         found, scale = loss(up, targets, tokens, self)
         found = found or gradients(up, params, scale, self)
         for p in params.values():  # the reference's gradients, before the optimizer's step is read
-            p.grad = None
-            p.requires_grad_(False)
+            p.requires_grad_(False).grad = None
         return found or step(up, self)
+
+
+def evaluation(values: dict, params: dict, t: Training) -> Departure | None:
+    """The trainer's dev pass (`evaluate`, after update 1, over the check's pairs) against the reference in
+    eval mode over the same pairs: the NLL per target token (its perplexity's log, Table 3's PPL)."""
+    src, tgt_in, tgt_out = paper_batch(t.corpus, range(len(t.corpus)))
+    with torch.no_grad():
+        logp = Reference({n: p.to(DTYPE) for n, p in params.items()}, t.cfg, t.form).forward(src, tgt_in)
+    nll = float(-logp.double().log_softmax(-1).gather(-1, tgt_out[..., None])[tgt_out != PAD].mean())
+    off = abs(float(values.get("dev_nll", math.inf)) / nll - 1)
+    if math.isfinite(off):  # a mean over the target tokens: held to 1e-4 (fp32's rounding is near 1e-6)
+        t.figures["evaluation"] = off
+    said = f"it gives {values.get('dev_nll')} where §3's eval-mode pass (no dropout) gives {nll:.6g} per target token"
+    return None if off <= TOLERANCE / 10 else Departure("the dev pass (evaluate)", "its NLL", off, seen=said, update=1)
 
 
 def parameters(model) -> Departure | None:
@@ -113,9 +141,8 @@ def masks_said(seen, cfg) -> str | None:
             all(m.size(1) == cfg.h and m.size(-1) in lengths for m in attention):  # fmt: skip
         return None
     return f"the model drew {got['residual']} dropout masks on the residual stream and {got['attention']} on " \
-        f"attention weights in a forward pass, where §5.4 places {want['residual']} (each sublayer's output before " \
-        f"its residual add, the sums of embeddings and positions) and {want['attention']} (on the weights, " \
-        "(B, h, T, S))"  # fmt: skip
+        f"attention weights, where §5.4 places {want['residual']} (each sublayer's output before its residual " \
+        f"add, the sums of embeddings and positions) and {want['attention']} (B, h, T, S)"  # fmt: skip
 
 
 def fit(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float]:
@@ -194,12 +221,8 @@ def step(up, t: Training) -> Departure | None:
         t.history = history
         return None
     causes = [s for s, kw in OPTIMIZER if off_step(now, history, lrs, {**paper, **kw(paper)})[0] <= STEP_TOLERANCE]
-    moved = torch.cat([b - a for b, a in now.values()])  # the rate the step was taken at, fitted
-    rate, _ = fit(moved, torch.cat([b - adam_step(b, [g[n] for g in history], [*lrs[:-1], 1.0], **paper)
-                                    for n, (b, _) in now.items()]))  # fmt: skip
-    left = off_step(now, history, [*lrs[:-1], rate], paper)[0] if rate > 0 else math.inf
-    seen = "" if causes or left > 0.05 or abs(rate / lrs[-1] - 1) < 0.01 else f"the parameters moved as Adam's " \
-        f"step at the rate {rate:.4g}, where §5.3 gives {lrs[-1]:.4g} (x {rate / lrs[-1]:.3g})"  # fmt: skip
+    seen = "" if abs(up.lr / lrs[-1] - 1) < 1e-6 else f"the optimizer stepped at the rate {up.lr:.4g}, where §5.3 " \
+        f"gives {lrs[-1]:.4g} (x {up.lr / lrs[-1]:.3g})"  # fmt: skip
     return Departure("the optimizer's step (over the rate)", worst, amount, causes, seen)
 
 
