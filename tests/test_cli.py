@@ -16,7 +16,8 @@ import pytest
 from conftest import ROOT
 
 import aiayn
-from aiayn.cli import COMMANDS, build_parser, main, thread_policy
+from aiayn.cli import COMMANDS, THREAD_VARIABLES, build_parser, main, thread_policy
+from aiayn.errors import UserError
 from aiayn.report import figures, notes
 from aiayn.study.grid import sources_line
 
@@ -237,6 +238,19 @@ def test_the_thread_policy_waits_passively_and_shares_a_jobs_threads_among_its_p
     env = {"AIAYN_THREAD_POLICY": "off", "OMP_NUM_THREADS": "8", "LOCAL_WORLD_SIZE": "4"}
     thread_policy(env)
     assert env == {"AIAYN_THREAD_POLICY": "off", "OMP_NUM_THREADS": "8", "LOCAL_WORLD_SIZE": "4"}
+
+
+@pytest.mark.parametrize("name", sorted(THREAD_VARIABLES))
+def test_a_thread_variable_openmp_cannot_read_is_one_line_naming_it(name, monkeypatch, capsys):
+    for value in ("abc", "0", "-1", "4.5"):
+        with pytest.raises(UserError, match=f"^{name}='{value}' is not "):
+            thread_policy({name: value})
+    monkeypatch.setenv(name, "abc")
+    assert main(["tables", "--help"]) == 2
+    said = f"aiayn tables: error: {name}='abc' is not {THREAD_VARIABLES[name][1]}; set it so, or unset it"
+    assert capsys.readouterr().err.strip() == said
+    for good in {"OMP_NUM_THREADS": ("4", "4,2"), "OMP_WAIT_POLICY": ("passive", "ACTIVE")}.get(name, ()):
+        thread_policy({name: good})
 
 
 @pytest.mark.parametrize("command", list(COMMANDS))

@@ -21,6 +21,7 @@ import contextlib
 import functools
 import importlib
 import os
+import re
 import signal
 import sys
 import threading
@@ -66,6 +67,14 @@ COMMANDS = {
 DISTRIBUTIONS = {"yaml": "pyyaml", "google": "protobuf"}
 
 
+THREAD_VARIABLES = {  # the environment variables thread_policy reads -> (the form of a value, what it means)
+    "OMP_NUM_THREADS": (r"[1-9]\d*(,[1-9]\d*)*", "a number of threads from 1, such as 4 (or 4,2: nested levels)"),
+    "OMP_WAIT_POLICY": (r"(?i)active|passive", "ACTIVE or PASSIVE"),
+    "LOCAL_WORLD_SIZE": (r"[1-9]\d*", "torchrun's count of processes on this node, a whole number from 1"),
+    "AIAYN_THREAD_POLICY": (r"on|off", "off (torch's own thread defaults) or on"),
+}
+
+
 def thread_policy(environ: MutableMapping[str, str] = os.environ) -> None:
     """How torch's OpenMP threads wait and how many there are, set before torch is imported.
 
@@ -76,12 +85,17 @@ def thread_policy(environ: MutableMapping[str, str] = os.environ) -> None:
       `torchrun` job with several processes on its node (`LOCAL_WORLD_SIZE`) takes its share of them,
       at least 1, so that N processes do not run N times the threads the job was given.
 
-    `AIAYN_THREAD_POLICY=off` leaves both as the environment has them (torch's own defaults).
+    `AIAYN_THREAD_POLICY=off` leaves both as the environment has them (torch's own defaults). A value
+    of these that OpenMP or torchrun cannot read is refused (`THREAD_VARIABLES`), where OpenMP would
+    warn once and take its default (every core).
     """
+    for name, (form, meant) in THREAD_VARIABLES.items():
+        if (value := environ.get(name, "")) and not re.fullmatch(form, value.strip()):
+            raise UserError(f"{name}={value!r} is not {meant}; set it so, or unset it")
+    threads, local = environ.get("OMP_NUM_THREADS", ""), environ.get("LOCAL_WORLD_SIZE", "")
     if environ.get("AIAYN_THREAD_POLICY") == "off":
         return
     environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    threads, local = environ.get("OMP_NUM_THREADS", ""), environ.get("LOCAL_WORLD_SIZE", "")
     if threads.isdigit() and local.isdigit() and int(local) > 1:
         environ["OMP_NUM_THREADS"] = str(max(1, int(threads) // int(local)))
 
@@ -403,7 +417,6 @@ def _stdout_failed(exc: OSError, command: str | None) -> int:
 
 
 def _main(argv: list[str], command: str | None) -> int:
-    thread_policy()
     take_stop()  # one command's stop is not the next one's (the tests run commands in one process)
     if threading.current_thread() is threading.main_thread():  # SIGTERM, SIGHUP: one line, writes cleaned up
         for sig in (signal.SIGTERM, signal.SIGHUP):
@@ -412,6 +425,7 @@ def _main(argv: list[str], command: str | None) -> int:
     with contextlib.ExitStack() as logged:
         terminal = None
         try:
+            thread_policy()  # before torch is imported
             args = build_parser(command if command in COMMANDS else None).parse_args(argv)
             guard(command, args)
             if args.log_to:
