@@ -86,6 +86,24 @@ def test_finished_work_without_a_resume_checkpoint_is_never_trained_over(tmp_pat
     assert run(toy.make_trainer(tmp_path, settings), False) == EXIT_DONE
 
 
+def test_a_metrics_file_of_another_run_is_refused_before_a_record_is_cut(tmp_path):
+    """Runs never share a metrics file: a run started, or resumed, with another run's metrics.jsonl
+    (its start records carry that run's identity) stops with one line naming what differs; the
+    other run's records stay whole (a resume would have cut them to its own step)."""
+    assert toy.train_in_process(tmp_path / "a", toy.settings(steps=8)) == EXIT_DONE
+    theirs = tmp_path / "a/metrics.jsonl"
+    before = theirs.read_bytes()
+    assert toy.train_in_process(tmp_path / "b", toy.settings(steps=8, seed=2), max_updates=4) == 0
+    for folder in ("b", "c"):  # resumed from its own checkpoint, and started afresh
+        trainer = toy.make_trainer(tmp_path / folder, toy.settings(steps=8, seed=2))
+        trainer.files.metrics = theirs
+        with pytest.raises(UserError, match=r"a/metrics.jsonl: the records of another run \(train.seed: 1 -> 2\): "
+                           "runs never share a metrics file; give this run its own --metrics"):  # fmt: skip
+            run(trainer, False)
+        assert theirs.read_bytes() == before
+    assert run(toy.make_trainer(tmp_path / "a", toy.settings(steps=12)), False) == EXIT_DONE  # its own: goes on
+
+
 def test_raising_steps_or_changing_what_does_not_shape_the_weights_continues(tmp_path):
     assert toy.train_in_process(tmp_path / "straight", toy.settings(steps=12)) == EXIT_DONE
     assert toy.train_in_process(tmp_path / "raised", toy.settings(steps=8)) == EXIT_DONE

@@ -68,6 +68,7 @@ SCHEMAS = {
             "budget": COUNT,
             "threads": COUNT,
             "omp_wait_policy": {"type": ["string", "null"]},
+            "run": {"type": "object"},  # the run's identity (aiayn.training.resume.identity)
         },
     ),  # fmt: skip
     "metrics progress": record(

@@ -92,6 +92,17 @@ def finished_work(files, interval: int) -> str:
     return ", ".join(s for s in said if s)
 
 
+def not_shared(path: Path, identity: dict) -> None:
+    """Refuse a metrics file that holds another run's records (a start record of another identity):
+    runs never share a file they write, and this run would cut the other's records to its own step."""
+    mine = json.loads(json.dumps(identity))
+    other = next((r["run"] for r in metrics.read(path).start if r.get("run", mine) != mine), None)
+    if other is not None:
+        differ = "; ".join(changes(other, mine)[:3]) or "another run"
+        raise UserError(f"{path}: the records of another run ({differ}): runs never share a metrics file; give this "
+                        "run its own --metrics, or move that file aside if its run is gone")  # fmt: skip
+
+
 def set_aside(checkpoints: Path, metrics: Path, stamp: str, out: Path | None = None) -> Path:
     """Move the checkpoints folder, the metrics and the final model (`out`, where it is outside the
     folder) of another run beside them, into `replaced-<stamp>` (made unique), keeping them (copied
@@ -121,6 +132,9 @@ def restore(trainer) -> None:
         remove_leftovers(files.checkpoints, every=True, log=trainer.log)
     barrier(env)
     state = checkpoint.newest_readable(files.checkpoints, trainer.log)
+    why = state and reasons(state, trainer.identity, trainer.model_cfg.to_dict(), trainer.tr["steps"])
+    if not why:  # (another run's checkpoints: they and the metrics are set aside, below)
+        not_shared(files.metrics, trainer.identity)
     if state is None:  # training starts from step 0 (none written yet): so do its records
         if finished := finished_work(files, trainer.tr["checkpoint_interval"]):
             raise UserError(
@@ -132,7 +146,6 @@ def restore(trainer) -> None:
             metrics.truncate(files.metrics, 0)
         return
     where = f"{files.checkpoints}: checkpoint of step {state['step']}"
-    why = reasons(state, trainer.identity, trainer.model_cfg.to_dict(), trainer.tr["steps"])
     barrier(env)  # every rank has read the folder before rank 0 moves it
     if why:
         aside = (
@@ -184,7 +197,7 @@ def evaluate_missing(trainer, weights: dict) -> None:
             try:
                 trainer.model.load_state_dict(checkpoint.load(path)["model"])
             except checkpoint.CheckpointError as exc:
-                trainer.log(f"warning: {exc}; its dev record stays missing")
+                trainer.log(f"warning: {exc.said}; its dev record stays missing")
                 continue
             loaded = True
         elif loaded:

@@ -366,7 +366,7 @@ def say_start(trainer: Trainer, where: list[str]) -> None:
         params=trainer.params,
         precision=trainer.precision,
     )
-    metrics.append(trainer.files.metrics, rec)
+    metrics.append(trainer.files.metrics, {**rec, "run": trainer.identity})  # whose records these are
     trainer.log(format_start(rec, name=trainer.settings["name"], total=trainer.tr["steps"]))
     trainer.board = Board(trainer.files.tensorboard, step=trainer.step, log=trainer.log)
     trainer.stall = Stall.for_run(trainer, metrics.read(trainer.files.metrics))
