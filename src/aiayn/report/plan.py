@@ -112,7 +112,8 @@ def measured_mfu(benchmark: Path | None, gpu: str) -> list[Measured]:
             if run.get("mfu") is not None and not run.get("compile"):
                 runs.setdefault(str(run["precision"]), {})[str(run["preset"])] = float(run["mfu"])
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise UserError(f"{benchmark}: not a result of benchmarks/gpu.py ({type(exc).__name__}: {exc})") from None
+        raise UserError(f"{benchmark}: not a result of benchmarks/gpu.py ({type(exc).__name__}: {exc}); run "
+                        "benchmarks/gpu.py again on the GPU, or leave --benchmark out") from None  # fmt: skip
     if not all(0 < v <= 1 for mfu in runs.values() for v in mfu.values()):
         raise UserError(f"{benchmark}: an MFU outside (0, 1]; run benchmarks/gpu.py again")
     return [  # another GPU's too: the plan names it as not used (`throughput`)

@@ -40,7 +40,12 @@ TRAINING_STATE = ("optimizer", "scheduler", "scaler", "data", "watch")
 
 
 class CheckpointError(UserError, ValueError):
-    """A checkpoint that cannot be used; the message names the file."""
+    """A checkpoint that cannot be used: `said` names the file and what is wrong; the message adds what
+    to do (a training that falls back to an older checkpoint says `said` alone)."""
+
+    def __init__(self, said: str, todo: str = "delete it (or move it aside) and rerun the step that wrote it"):
+        super().__init__(f"{said}; {todo}")
+        self.said = said
 
 
 def save(payload: dict, path: str | os.PathLike) -> None:
@@ -95,10 +100,7 @@ def verify(path: Path) -> None:
     except zlib.error as exc:
         bad = f"({exc})"
     if bad is not None:
-        raise CheckpointError(
-            f"{path}: a damaged checkpoint (record {bad} does not match its checksum); delete it and rerun the step "
-            "that wrote it"
-        )
+        raise CheckpointError(f"{path}: a damaged checkpoint (record {bad} does not match its checksum)")
 
 
 def load(path: str | os.PathLike, map_location="cpu") -> dict:
@@ -121,7 +123,8 @@ def load(path: str | os.PathLike, map_location="cpu") -> dict:
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
         raise CheckpointError(f"{path}: not a readable checkpoint ({type(exc).__name__}: {first})") from None
     if not isinstance(payload, dict) or "model_config" not in payload or "model" not in payload:
-        raise CheckpointError(f"{path}: not an aiayn checkpoint (no model_config/model)")
+        raise CheckpointError(f"{path}: not an aiayn checkpoint (no model_config/model)", "give a last.pt, an "
+                              "average's output or a checkpoint_*.pt of a run")  # fmt: skip
     return payload
 
 
@@ -196,7 +199,7 @@ def newest_readable(folder: str | os.PathLike, log: Callable[[str], None]) -> di
         try:
             state = load(path)
         except CheckpointError as exc:
-            log(f"warning: {exc}; falling back to the previous checkpoint")
+            log(f"warning: {exc.said}; falling back to the previous checkpoint")
             continue
         if "optimizer" in state:
             return state
