@@ -212,10 +212,18 @@ BUGS = {
     "the targets of the batch rotated a row": (BATCH, "    tgt_out[every, tgt_len] = EOS\n",
         "    tgt_out[every, tgt_len] = EOS\n    tgt_out = tgt_out[np.roll(every, 1)]\n",
         ["check data failed", "trained target is pair", "(pairs misaligned)"]),
+    "attention dropout, and the padding mask one key short": (T, "mask = (src != self.cfg.pad_id)[:, None, None, :]",
+        "mask = (src != self.cfg.pad_id)[:, None, None, :-1]", ["the experiment's code raised RuntimeError at model/transformer.py"]),
     "the encoder's padding mask inverted": (T, "mask = (src != self.cfg.pad_id)[:, None, None, :]",
         "mask = (src == self.cfg.pad_id)[:, None, None, :]", ["the padding mask inverted"]),
 }  # fmt: skip
 HARMLESS = {
+    "the FFN's W_2 defined first": (T, "        self.W_1 = nn.Linear(cfg.d_model, cfg.d_ff)\n",
+        "        self.W_2 = nn.Linear(cfg.d_ff, cfg.d_model)\n        self.W_1 = nn.Linear(cfg.d_model, cfg.d_ff)\n"),
+    "the attention's W_o defined first": (T,
+        "        self.W_q = nn.Linear(cfg.d_model, cfg.h * cfg.d_k, bias=bias)\n",
+        "        self.W_o = nn.Linear(cfg.h * cfg.d_v, cfg.d_model, bias=bias)\n"
+        "        self.W_q = nn.Linear(cfg.d_model, cfg.h * cfg.d_k, bias=bias)\n"),
     "the decoder input padded with EOS": (BATCH, "    tgt_in = np.full((B, int(tgt_len.max()) + 1), PAD, dtype=np.int64)\n"
         "    tgt_out = np.full_like(tgt_in, PAD)", "    tgt_out = np.full((B, int(tgt_len.max()) + 1), PAD, dtype=np.int64)\n"
         "    tgt_in = np.full_like(tgt_out, EOS)"),

@@ -91,9 +91,9 @@ def failed(error: Exception) -> str:
     """What an error raised while the check ran says: where in the experiment's code, or, raised in the
     reference, that the model's map (paper_map) does not give §3's matrices as the reference reads them."""
     if isinstance(error, (MemoryError, OSError, UserError)):
-        raise error  # the commands' error boundary says these
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if "/aiayn/" in f.filename.replace("\\", "/")]
-    where = f"{frames[-1].filename.replace(chr(92), '/').split('/aiayn/')[-1]}:{frames[-1].lineno}" if frames else "?"
+        raise error  # the commands' error boundary says these (below: run.py's frames stand in for torch's calls)
+    paths = [(f.filename.replace("\\", "/"), f.lineno) for f in traceback.extract_tb(error.__traceback__)]
+    where = ["?", *(f"{p.split('/aiayn/')[-1]}:{n}" for p, n in paths if "/aiayn/" in p and "/check/run." not in p)][-1]
     if where.startswith("check/"):
         return f"the reference cannot read the model through its map (paper_map): {type(error).__name__}: {error}"
     return f"the experiment's code raised {type(error).__name__} at {where}: {error}"

@@ -189,6 +189,13 @@ class DecoderLayer(nn.Module):
         return self.sub[2](x, self.ffn)
 
 
+def linears_of(part: nn.Module) -> list[nn.Linear]:
+    """A sublayer's linears in §3's order: by the paper's names where it has them all, else in definition order."""
+    found = [m for m in part.modules() if isinstance(m, nn.Linear)]
+    named = [getattr(part, n, None) for n in (("W_1", "W_2") if len(found) == 2 else ("W_q", "W_k", "W_v", "W_o"))]
+    return named if all(isinstance(m, nn.Linear) for m in named) else found
+
+
 class Transformer(nn.Module):
     """Encoder-decoder Transformer (§3) with tied embeddings and pre-softmax projection (§3.4)."""
 
@@ -231,12 +238,12 @@ class Transformer(nn.Module):
 
     def paper_map(self) -> tuple[dict[str, Tensor], dict[str, list[nn.Module]]]:
         """The one place that says which tensor plays which role of §3 (the check stage's reference
-        reads the model through it alone, aiayn.check.reference): each layer's linears by kind and
-        order (each attention's W_q, W_k, W_v, W_o, then the FFN's W_1, W_2) and its layer norms in
-        order, so that renamed or regrouped submodules, defined in any order, keep it (the sublayers
-        are found by their attributes self_attn, cross_attn and ffn); and the encoder's and decoder's
-        layers, whose inputs and outputs locate a difference. Under a shared vocabulary "src_embed"
-        is "tgt_embed"'s tensor, which is also the projection (§3.4)."""
+        reads the model through it alone, aiayn.check.reference): each sublayer's linears by their
+        names (W_q, W_k, W_v, W_o; W_1, W_2), defined in any order, or where a sublayer lacks those
+        names by order (renamed or regrouped: Q, K, V, O; the FFN's two), and each layer's norms in
+        order (the sublayers are found by their attributes self_attn, cross_attn and ffn); and the
+        encoder's and decoder's layers, whose inputs and outputs locate a difference. Under a shared
+        vocabulary "src_embed" is "tgt_embed"'s tensor, which is also the projection (§3.4)."""
         roles = {"src_embed": self.src_embed.weight, "tgt_embed": self.tgt_embed.weight}
         if self.cfg.positional == "learned":
             roles |= {"src_pos": self.src_embed.learned.weight, "tgt_pos": self.tgt_embed.learned.weight}
@@ -246,7 +253,7 @@ class Transformer(nn.Module):
             for i, layer in enumerate(layers):
                 # the linears sublayer by sublayer, whatever order the layer defines its sublayers in
                 parts = [getattr(layer, a) for a in ("self_attn", "cross_attn", "ffn") if hasattr(layer, a)] or [layer]
-                linears = [m for part in parts for m in part.modules() if isinstance(m, nn.Linear)]
+                linears = [m for part in parts for m in linears_of(part)]
                 # the norms: what holds a gain vector of its own (nn.LayerNorm, or one written by hand)
                 norms = [m for m in layer.modules() if getattr(m, "weight", None) is not None and m.weight.dim() == 1]
                 for name, m in [*zip(names, linears), *((f"norm{j}", m) for j, m in enumerate(norms))]:
