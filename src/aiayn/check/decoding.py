@@ -77,8 +77,7 @@ def scripted(alpha: float) -> str | None:
     every ending ranked by log P / lp."""
     from aiayn.model.beam import beam_search
 
-    token, most = EOS + 1, 6
-    c = -(1 + gnmt(most, alpha)) / 2
+    token, most, c = EOS + 1, 6, -(1 + gnmt(6, alpha)) / 2
 
     def step(tokens):  # (rows,) last tokens -> (rows, V) log-probabilities of the next
         logp = torch.full((len(tokens), token + 1), -1e4)

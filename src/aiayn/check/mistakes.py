@@ -94,8 +94,10 @@ def failed(error: Exception) -> str:
         raise error  # the commands' error boundary says these (below: run.py's frames stand in for torch's calls)
     paths = [(f.filename.replace("\\", "/"), f.lineno) for f in traceback.extract_tb(error.__traceback__)]
     where = ["?", *(f"{p.split('/aiayn/')[-1]}:{n}" for p, n in paths if "/aiayn/" in p and "/check/run." not in p)][-1]
-    if where.startswith("check/"):
+    if where.startswith(("check/reference", "check/mistakes")):
         return f"the reference cannot read the model through its map (paper_map): {type(error).__name__}: {error}"
+    if where.startswith("check/"):  # reading what the experiment's code returned
+        return f"what the experiment's code returned cannot be read ({type(error).__name__} at {where}: {error})"
     return f"the experiment's code raised {type(error).__name__} at {where}: {error}"
 
 

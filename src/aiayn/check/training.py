@@ -28,12 +28,10 @@ class Training:
         self.tr, self.corpus, self.cfg = settings["train"], corpus, cfg
         self.form, self.departure, self.initial, self.data_wrong, self.history = None, None, {}, [], []
         self.figures = {"logits": 0.0, "loss": 0.0, "gradients": 0.0, "step": 0.0}
-        self.rows, self.lrs, self.updates, self.nonfinite = 0, [], 0, 0  # rows, rates applied, the update not finite
-        self.draws, self.dev = [], None  # (each pass, its first mask's start); how the dev pass departs, if it does
+        self.fed, self.lrs, self.updates, self.nonfinite, self.draws, self.dev = [], [], 0, 0, [], None
 
     def fresh(self, seen, name: str) -> str | None:
-        """Whether the pass drew its dropout afresh (§5.4), not an earlier pass's masks again: compared on a first
-        mask's first n places, n where agreeing by chance (q^n, q = p^2 + (1-p)^2 at one place) is below 1e-12."""
+        """Whether the pass drew its dropout afresh (§5.4): n first places, a chance match below 1e-12."""
         p = self.cfg.P_drop
         n = math.ceil(math.log(1e-12) / math.log(p * p + (1 - p) ** 2)) if 0 < p < 1 else 0
         first = [m.flatten()[:n] for m in seen.masks["residual"][:1] if m.numel() >= n > 0]
@@ -54,8 +52,11 @@ class Training:
             up.seen = []
         for m, (seen, pairs) in enumerate(zip(up.seen, up.plan)):
             seen.pairs, wrong = read_rows(self.corpus, pairs, seen)
-            self.rows += len(seen.pairs)
+            self.fed += seen.pairs
             self.data_wrong += [f"update {up.step}, micro-batch {m + 1}: {w}" for w in wrong[:1]]
+        if len(set(first := self.fed[: len(self.corpus)])) < len(first):  # an epoch: each pair once
+            again = next(p for i, p in enumerate(first) if p in first[:i])
+            self.data_wrong.append(f"update {up.step}: pair {again} fed again before the epoch's other pairs were")
         if len(up.seen) != len(up.plan) and not self.nonfinite:
             self.data_wrong.append(f"update {up.step}: {len(up.seen)} forward passes, {len(up.plan)} planned")
         stop = "data" if self.data_wrong else "not finite" if self.nonfinite else None
@@ -140,9 +141,8 @@ def masks_said(seen, cfg) -> str | None:
     if got == want and all(m.size(-1) == cfg.d_model for m in residual) and \
             all(m.size(1) == cfg.h and m.size(-1) in lengths for m in attention):  # fmt: skip
         return None
-    return f"the model drew {got['residual']} dropout masks on the residual stream and {got['attention']} on " \
-        f"attention weights, where §5.4 places {want['residual']} (each sublayer's output before its residual " \
-        f"add, the sums of embeddings and positions) and {want['attention']} (B, h, T, S)"  # fmt: skip
+    return f"the model drew {got['residual']} residual and {got['attention']} attention dropout masks where §5.4 " \
+        f"places {want['residual']} (sublayer outputs, embedding sums) and {want['attention']}"  # fmt: skip
 
 
 def fit(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float]:
