@@ -267,6 +267,20 @@ def test_average_leaves_out_a_checkpoint_of_another_run(trained, tmp_path):
         average_run(folder, tmp_path / "avg.pt", k=4, interval=2, final=8, log=messages.append)
 
 
+def test_an_average_and_a_trained_model_never_overwrite_each_other(trained, tmp_path):
+    """Finished work of the other kind at --out is refused before any work: an average written over
+    a run's final model, or a training's result over an average (any other file is an output)."""
+    final = trained / "checkpoints" / "last.pt"
+    before = final.read_bytes()
+    with pytest.raises(UserError, match=r"last.pt: holds a trained model, which writing the average model there"):
+        average_run(trained / "checkpoints", final, k=2, interval=2, final=8)
+    assert final.read_bytes() == before
+    average_run(trained / "checkpoints", tmp_path / "avg.pt", k=2, interval=2, final=8)
+    average_run(trained / "checkpoints", tmp_path / "avg.pt", k=2, interval=2, final=8)  # its own: rewritten
+    with pytest.raises(UserError, match=r"avg.pt: holds an average of checkpoints, which writing the trained"):
+        checkpoint.not_other_work(tmp_path / "avg.pt", "trained")  # what train_job asks before it trains
+
+
 @pytest.mark.slow
 def test_a_second_trainer_of_one_folder_is_refused(tmp_path):
     settings = toy.settings(steps=4)

@@ -75,6 +75,13 @@ def test_a_folder_someone_else_filled_is_never_replaced(tmp_path):
     with io.atomic_dir(out) as new:  # its own: replaced
         (new / "b.txt").write_text("b")
     assert sorted(p.name for p in out.iterdir()) == [io.OUTPUT_MARK, "b.txt"]
+    (out / "sub").mkdir()
+    (out / "sub" / "notes.txt").write_text("a user's notes, put in aiayn's folder since")
+    with pytest.raises(UserError, match=r"holds sub/notes.txt, which aiayn did not write \(its mark does not list"):
+        io.guard_outputs([("--out", str(out), "folder")], [])  # before any work
+    with pytest.raises(UserError, match=r"holds sub/notes.txt"), io.atomic_dir(out):  # and when it replaces it
+        pass
+    assert (out / "sub" / "notes.txt").exists() and (out / "b.txt").exists()
 
 
 def test_two_writers_of_one_file_never_share_a_temporary_file(tmp_path):

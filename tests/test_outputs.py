@@ -240,6 +240,28 @@ def test_an_output_a_command_derives_is_guarded_as_one_it_is_given(command, opti
     assert not [p for p in o.iterdir()], "nothing is written"
 
 
+def test_a_derived_output_never_writes_over_a_file_no_option_names(world, tmp_path, capsys):
+    """sentencepiece's .vocab beside --out-src: over the pieces of an earlier model of that name it is
+    this command's own output; over a file with no model beside it, a user's, refused and untouched."""
+    o = tmp_path / "o"
+    o.mkdir()
+    (o / "mine.vocab").write_text("my own word list\n")
+    argv = set_value(["vocab", *given("vocab", world, o)], "--out-src", str(o / "mine.model"))
+    assert cli.main(argv) == 2
+    assert f"{o}/mine.vocab: a file no option names" in capsys.readouterr().err
+    assert (o / "mine.vocab").read_text() == "my own word list\n"
+
+
+def test_a_compressed_training_text_is_refused_where_sentencepiece_would_read_its_bytes(world, tmp_path, capsys):
+    import gzip
+
+    argv = ["vocab", *given("vocab", world, tmp_path)]
+    src = argv[argv.index("--train-src") + 1]
+    (tmp_path / "t.gz").write_bytes(gzip.compress(Path(src).read_bytes()))
+    assert cli.main(set_value(argv, "--train-src", str(tmp_path / "t.gz"))) == 2
+    assert "t.gz: gzip-compressed, where sentencepiece reads plain text" in capsys.readouterr().err
+
+
 def test_an_output_on_a_file_a_command_reads_in_its_own_folder_is_refused(world, tmp_path, capsys):
     """A folder a command writes in holds files it reads (train's step and resume checkpoints, the
     results' records tables reads: the inventory's `reads`): those are its inputs, and an output on

@@ -181,6 +181,8 @@ def appendable(path: str | os.PathLike) -> Path:
     path = Path(path)
     st = _stat(path)
     kind = _kind(st.st_mode) if st else None
+    if st is None and not path.parent.is_dir():  # a log in a folder not made yet: made, as an output's is
+        path.parent.mkdir(parents=True, exist_ok=True)
     if kind == "a folder":
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
     if kind and kind != "a character device":
@@ -398,17 +400,32 @@ def guard_outputs(outputs: list[tuple[str, str, str]], inputs: list[tuple[str, s
             raise UserError(f"{option} {path}: is {odd}, not a file an output can be written to; give a file's path")
         if kind == "folder" and os.path.exists(path) and not os.path.isdir(path):
             raise UserError(f"{option} {path}: a file, where the folder the command writes is meant; give a folder")
-        foreign = os.path.isdir(path) and os.listdir(path) and not os.path.lexists(Path(path) / OUTPUT_MARK)
-        if kind == "folder" and foreign:
-            raise UserError(
-                f"{option} {path}: a folder aiayn did not write (no {OUTPUT_MARK} in it), which this command would "
-                "fill or replace whole; give a new or an empty folder"
-            )
+        if kind == "folder":
+            replaceable(path, f"{option} {path}")
+
+
+def replaceable(folder: str | os.PathLike, label: str) -> None:
+    """Refuse to replace a folder whole unless aiayn wrote it (OUTPUT_MARK) and it holds nothing the mark
+    does not list (a user's file put there since; a mark of aiayn before 0.6 lists none: all taken)."""
+    folder = Path(folder)
+    if not folder.is_dir() or not os.listdir(folder):
+        return
+    if not os.path.lexists(folder / OUTPUT_MARK):
+        raise UserError(f"{label}: a folder aiayn did not write (no {OUTPUT_MARK} in it), which would be filled or "
+                        "replaced whole; give a new or an empty folder")  # fmt: skip
+    listed = set((folder / OUTPUT_MARK).read_text(encoding="utf-8", errors="replace").splitlines()[1:])
+    extra = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if not p.is_dir()) if listed else []
+    if extra := [name for name in extra if name not in listed | {OUTPUT_MARK}]:
+        more = " and more" if len(extra) > 1 else ""
+        raise UserError(f"{label}: holds {extra[0]}{more}, which aiayn did not write (its mark does not list it) and "
+                        "replacing the folder would delete; move it out first")  # fmt: skip
 
 
 def mark_output(folder: str | os.PathLike) -> None:
-    """Mark `folder` as one aiayn wrote whole (OUTPUT_MARK): its command may replace it next time."""
-    (Path(folder) / OUTPUT_MARK).write_text("written whole by aiayn: the command that wrote it may replace it\n")
+    """Mark `folder` as one aiayn wrote whole (OUTPUT_MARK), listing its files: its command may replace it."""
+    names = sorted(str(p.relative_to(folder)) for p in Path(folder).rglob("*") if not p.is_dir())
+    text = "\n".join(["written whole by aiayn: the command that wrote it may replace it (its files:)", *names])
+    (Path(folder) / OUTPUT_MARK).write_text(text + "\n")
 
 
 def writable(*targets: str | os.PathLike, folders: bool = False) -> None:
@@ -514,11 +531,7 @@ def atomic_dir(target: str | os.PathLike) -> Iterator[Path]:
     remove_leftovers(target.parent, target.name)
     if target.exists() and not target.is_dir():
         raise UserError(f"{target}: is a file, where a folder is written; give a folder's path")
-    if target.is_dir() and os.listdir(target) and not os.path.lexists(target / OUTPUT_MARK):
-        raise UserError(
-            f"{target}: a folder aiayn did not write (no {OUTPUT_MARK} in it), which would be replaced whole; "
-            "give a new or an empty folder"
-        )
+    replaceable(target, str(target))
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=_temp_prefix(target), suffix=".tmp"))
     try:
         yield tmp

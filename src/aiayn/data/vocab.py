@@ -285,6 +285,10 @@ def derived_files(vocab: str, out_src, out_tgt) -> tuple[list, list]:
     except (ValueError, AttributeError):  # the command refuses it, naming --vocab
         shared = True
     models = [("--out-src", out_src)] + ([] if shared else [("--out-tgt", out_tgt)])
+    for option, model in models:  # pieces without their model beside them: no earlier output of this command
+        if pieces_of(model).is_file() and not Path(model).is_file():
+            raise UserError(f"{pieces_of(model)}: a file no option names, which sentencepiece would write over with "
+                            f"{option} {model}'s pieces; move it aside, or give {option} another name")  # fmt: skip
     return [(f"{option}'s .vocab", str(pieces_of(model)), "file") for option, model in models], []
 
 
@@ -292,6 +296,9 @@ def train_pair(settings: dict, train_src, train_tgt, *, out_src, out_tgt, thread
     """A dataset's two vocabularies (`settings`: its complete `vocab:` settings), trained on its
     training text: one model written under both names when shared. Returns `describe_pair`."""
     for path in (train_src, train_tgt):
+        with open(readable(path, "the training text"), "rb") as f:  # sentencepiece reads the bytes as they are
+            if f.read(2) == b"\x1f\x8b":
+                raise UserError(f"{path}: gzip-compressed, where sentencepiece reads plain text; gunzip it (gunzip -k)")
         if not any(line.strip() for line in read_lines(path, what="the training text")):
             raise UserError(f"{path}: no sentences to train a vocabulary on; rerun the prepare step")
     common = dict(

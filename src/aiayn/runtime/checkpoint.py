@@ -138,6 +138,17 @@ def read_identity(path: str | os.PathLike) -> dict | None:
     return payload.get("identity") if isinstance(payload, dict) else None
 
 
+def not_other_work(path: str | os.PathLike, kind: str) -> None:
+    """Refuse, before any work, to write a model of `kind` ("average" or "trained") where a checkpoint of
+    the other kind lies: an average over a run's final model, or a training's result over an average, would
+    destroy finished work. Any other file at the path is an output like another (written over)."""
+    payload = _peek(Path(path)) if Path(path).is_file() else None
+    theirs = None if not isinstance(payload, dict) else "average" if "averaged_steps" in payload else "trained"
+    if theirs is not None and theirs != kind:
+        raise UserError(f"{path}: holds {'an average of checkpoints' if theirs == 'average' else 'a trained model'}, "
+                        f"which writing the {kind} model there would destroy; give it another path")  # fmt: skip
+
+
 def _peek(path: Path) -> dict | None:
     """A checkpoint's payload, its tensors left on disk (memory-mapped); None where it cannot be read so."""
     try:

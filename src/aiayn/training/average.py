@@ -90,7 +90,10 @@ def average_run(folder, out, *, k: int, interval: int, final: int, record=None, 
     """Average the k newest grid checkpoints of the run in `folder` into `out` (the run: that of its
     final model, else of its newest grid checkpoint); with `record`, also write which steps were
     averaged (JSON, what the tables read). Returns the averaged model."""
+    if not Path(folder).is_dir():
+        raise UserError(f"--checkpoints {folder}: not found; give the run's folder of step checkpoints")
     writable(out, *([record] if record else []))  # before reading GBs of checkpoints
+    ckpt.not_other_work(out, "average")
     reference = Path(Layout.final_in(folder))
     if not reference.is_file():
         grid = [path for step, path in ckpt.list_checkpoints(folder) if ckpt.on_grid(step, interval, final)]
