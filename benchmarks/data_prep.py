@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))  # aiayn from this checkout
 
 
 def generate(path: Path, lines: int, seed: int) -> None:
@@ -119,8 +120,10 @@ def bench(lines: int, tmp: Path) -> dict:
 
 
 def main() -> None:
+    from aiayn.commands import at_least
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lines", type=int, nargs="+", default=[500_000, 2_000_000])
+    parser.add_argument("--lines", type=at_least(1), nargs="+", default=[500_000, 2_000_000])
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     results = []
@@ -149,4 +152,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from aiayn.errors import boundary
+
+    boundary(main, "data_prep")

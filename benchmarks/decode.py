@@ -110,13 +110,15 @@ def marian(src: torch.Tensor, size: dict, length: int, beam: int) -> float | Non
 
 
 def main() -> None:
+    from aiayn.commands import at_least
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", default="base", choices=list(SIZES))
-    parser.add_argument("--sentences", type=int, default=32)
-    parser.add_argument("--src-len", type=int, default=30)
-    parser.add_argument("--length", type=int, default=50, help="output tokens per sentence")
-    parser.add_argument("--beam", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--sentences", type=at_least(1), default=32)
+    parser.add_argument("--src-len", type=at_least(1), default=30)
+    parser.add_argument("--length", type=at_least(1), default=50, help="output tokens per sentence")
+    parser.add_argument("--beam", type=at_least(1), default=4)
+    parser.add_argument("--repeats", type=at_least(1), default=2)
     parser.add_argument("--json")
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -167,4 +169,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from aiayn.errors import boundary
+
+    boundary(main, "decode")

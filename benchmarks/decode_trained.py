@@ -68,16 +68,18 @@ def run_ct2(translator, sp, ids, batch: int) -> list[list[int]]:
 
 
 def main(argv=None) -> int:
+    from aiayn.commands import at_least
+
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", required=True)
     p.add_argument("--spm", required=True, help="the source sentencepiece model (shared vocabulary)")
     p.add_argument("--input", required=True)
     p.add_argument("--export", required=True, help="the model's Hugging Face export (aiayn export)")
     p.add_argument("--ct2", required=True, help="its CTranslate2 conversion")
-    p.add_argument("--batch", type=int, default=32, help="sentences per batch")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--sentences", type=int, default=0, help="only the first N (0: all)")
-    p.add_argument("--threads", type=int, default=torch.get_num_threads())
+    p.add_argument("--batch", type=at_least(1), default=32, help="sentences per batch")
+    p.add_argument("--repeats", type=at_least(1), default=3)
+    p.add_argument("--sentences", type=at_least(0), default=0, help="only the first N (0: all)")
+    p.add_argument("--threads", type=at_least(1), default=torch.get_num_threads())
     p.add_argument("--json")
     args = p.parse_args(argv)
     import ctranslate2
@@ -129,4 +131,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from aiayn.errors import boundary
+
+    boundary(lambda: sys.exit(main()), "decode_trained")

@@ -55,8 +55,10 @@ def batch_stats(src: np.ndarray, tgt: np.ndarray, *, world: int, tokens: int, ma
 
 
 def main() -> None:
+    from aiayn.commands import at_least
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=4_500_000, help="resampled corpus size (EN-DE: 4.5M)")
+    parser.add_argument("--pairs", type=at_least(1), default=4_500_000, help="resampled corpus size (EN-DE: 4.5M)")
     parser.add_argument("--json")
     args = parser.parse_args()
     src, tgt = real_lengths()
@@ -77,4 +79,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from aiayn.errors import boundary
+
+    boundary(main, "padding")

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))  # aiayn from this checkout
 
 
 def dry_run(extra: list[str]) -> tuple[float, int]:
@@ -42,8 +43,10 @@ def dry_run(extra: list[str]) -> tuple[float, int]:
 
 
 def main() -> None:
+    from aiayn.commands import at_least
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=at_least(1), default=3)
     parser.add_argument("--json")
     args = parser.parse_args()
     rows = []
@@ -60,4 +63,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from aiayn.errors import boundary
+
+    boundary(main, "pipeline")

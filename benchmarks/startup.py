@@ -62,12 +62,20 @@ def child(path: str, tokens_per_update: int, max_tokens: int, gpus: int) -> dict
     }
 
 
+def count(text: str) -> int:
+    """argparse's type for a count: a whole number >= 1 (aiayn's `at_least` would import aiayn before a
+    child's baseline is taken)."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, not {text!r}")
+    return int(text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpora", nargs="*", help="encoded training corpora (train.bin)")
-    parser.add_argument("--tokens-per-update", type=int, default=25_000)
-    parser.add_argument("--max-tokens", type=int, default=4096)
-    parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument("--tokens-per-update", type=count, default=25_000)
+    parser.add_argument("--max-tokens", type=count, default=4096)
+    parser.add_argument("--gpus", type=count, default=8)
     parser.add_argument("--json", help="write the figures here too")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -101,4 +109,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main()  # no aiayn import before a child's baseline: its errors come back as one line (above)

@@ -104,11 +104,13 @@ def time_steps(model, src, tgt, steps: int, warmup: int) -> float:
 
 
 def main() -> None:
+    from aiayn.commands import at_least
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", default=["demo", "base"], choices=list(SIZES))
-    parser.add_argument("--tokens", type=int, default=4000, help="source tokens per batch")
-    parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--tokens", type=at_least(1), default=4000, help="source tokens per batch")
+    parser.add_argument("--steps", type=at_least(1), default=5)
+    parser.add_argument("--warmup", type=at_least(0), default=2)
     parser.add_argument("--json")
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -146,4 +148,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from aiayn.errors import boundary
+
+    boundary(main, "train_step")

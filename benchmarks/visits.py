@@ -100,4 +100,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from aiayn.errors import boundary
+
+    boundary(main, "visits")
