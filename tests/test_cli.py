@@ -412,3 +412,51 @@ def test_standard_output_on_a_full_disk_is_one_line_naming_it(what):
     err = run.stderr.strip().splitlines()
     assert run.returncode == 2 and len(err) == 1, run.stderr
     assert err[0].startswith("aiayn") and "standard output: no space left" in err[0], err
+
+
+def test_what_a_user_may_mistype_or_press_twice_is_said_in_one_line(tmp_path):
+    """A --log-to in a folder not made yet is made, as an output's folder is; a URL of another scheme
+    and a --checkpoints folder that is not there are refused naming them; a second Ctrl-C while the
+    command's one line is said is ignored (it ended in a traceback), the handler as it was after."""
+    import signal
+
+    from aiayn import io
+    from aiayn.cli import _uninterrupted
+    from aiayn.data.download import download
+    from aiayn.training.average import average_run
+
+    assert io.appendable(tmp_path / "logs" / "deep" / "r.log").parent.is_dir()
+    with pytest.raises(UserError, match="--url ftp://example.org/x.tgz: not an http://, https:// or file:// address"):
+        download("ftp://example.org/x.tgz", tmp_path / "x.tgz", "0" * 64)
+    with pytest.raises(UserError, match=r"--checkpoints .*nope: not found"):
+        average_run(tmp_path / "nope", tmp_path / "avg.pt", k=2, interval=2, final=4)
+    before = signal.getsignal(signal.SIGINT)
+    with _uninterrupted():
+        os.kill(os.getpid(), signal.SIGINT)
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_missing_results_folder_or_an_empty_metrics_file_is_no_table_or_figure(tmp_path):
+    from aiayn.report.figures import learning_curves
+    from aiayn.report.tables import write_table
+
+    with pytest.raises(UserError, match=r"--results .*nope: not found; give the study's results folder"):
+        write_table(2, config=ROOT / "config.yaml", results=tmp_path / "nope", out_md=tmp_path / "t.md")
+    (tmp_path / "e.jsonl").touch()
+    with pytest.raises(UserError, match=r"e.jsonl: no training records to draw"):
+        learning_curves(tmp_path / "e.jsonl", tmp_path / "c.png", "empty")
+    assert not [p for p in tmp_path.iterdir() if p.suffix in (".md", ".png")]
+
+
+def test_an_empty_or_contradictory_json_option_is_named_with_what_to_do(tmp_path):
+    from aiayn.commands import evaluation_chain
+    from aiayn.data.prepare import prepare_train
+
+    out = dict(out_src=tmp_path / "a", out_tgt=tmp_path / "b", report_path=tmp_path / "r.json")
+    with pytest.raises(UserError, match=r"--corpora: no training corpus given \(an empty list\)"):
+        prepare_train([], {}, {}, **out)
+    with pytest.raises(UserError, match="--cleaning: min_len 20 is above max_len 5: no pair could be kept"):
+        prepare_train([{"src": "s", "tgt": "t"}], {}, {"min_len": 20, "max_len": 5}, **out)
+    with pytest.raises(UserError, match="--paper-row: unknown key 'tabel'; expected null or an object with table"):
+        evaluation_chain('{"tabel": 2}', "--paper-row")
+    assert not list(tmp_path.iterdir())

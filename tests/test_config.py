@@ -90,6 +90,8 @@ def test_paper_config_is_valid_and_gets_defaults(paper_config):
         (lambda c: c["experiments"]["t3-C-N2"].update(row=None), "experiments.t3-C-N2.row"),
         (lambda c: c["experiments"]["parse-wsj"].update(tables=[2]), "Tables 2 and 3 need a translation dataset"),
         (lambda c: c["archives"]["dev"].update(sha256="abc"), "archives.dev.sha256"),
+        (lambda c: c.update(mirror="htps://mirror.example/wmt/"), "mirror: 'htps://mirror.example/wmt/' is not"),
+        (lambda c: c.update(results=str(ROOT / "README.md")), "README.md is a file, where the study's results folder"),
     ],
 )
 def test_mistakes_name_the_key(paper_config, mutate, fragment):

@@ -65,6 +65,8 @@ def test_missing_treebank_says_what_is_needed(tmp_path):
         split_trees({"treebank": None, "train_sections": ["02"], "eval_sets": {}}, "train")
     with pytest.raises(UserError, match="treebank folder not found"):
         split_trees({"treebank": str(tmp_path / "nope"), "train_sections": ["02"], "eval_sets": {}}, "train")
+    with pytest.raises(UserError, match="--split wsj99: not a split of this dataset; known: train, wsj23"):
+        split_trees({"treebank": str(tmp_path), "train_sections": ["02"], "eval_sets": {"wsj23": {}}}, "wsj99")
 
 
 # -- EVALB, brackets counted by hand ----------------------------------------------------------------------

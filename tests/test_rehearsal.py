@@ -76,6 +76,26 @@ def test_a_jobs_cost_record_counts_its_memory_in_mib_as_slurm_does(tmp_path, mon
     assert "max_rss_mb" not in record
 
 
+def test_a_costs_file_that_is_not_cost_records_is_refused_and_never_appended_to(tmp_path, monkeypatch, capsys):
+    import json
+
+    from aiayn.cli import main
+
+    corpus, folder, new = tmp_path / "corpus.en", tmp_path / "folder", tmp_path / "new.jsonl"
+    corpus.write_text("a sentence\n")
+    folder.mkdir()
+    for path in (corpus, folder):
+        monkeypatch.setenv("AIAYN_COSTS", str(path))
+        assert main(["params", "--help"]) == 2
+        assert f"AIAYN_COSTS={path}: not a file of cost records" in capsys.readouterr().err
+    assert corpus.read_text() == "a sentence\n"  # nothing appended
+    monkeypatch.setenv("AIAYN_COSTS", str(new))
+    for _ in range(2):  # a new file, then the file of cost records it became
+        with pytest.raises(SystemExit):
+            main(["params", "--help"])
+    assert [json.loads(line)["command"] for line in new.read_text().splitlines()] == ["params", "params"]
+
+
 def test_the_rehearsals_cost_rows_name_their_units(tmp_path):
     """benchmarks/rehearsal.py's cost.csv rows: peak RSS in MiB as recorded (an earlier record's
     max_rss_mb held the same MiB), bytes written in MB of 10^6 bytes (as the disk figures)."""

@@ -255,6 +255,15 @@ def test_a_stop_at_an_off_grid_step_is_resumed_from_but_never_averaged(tmp_path)
     assert [p.name for p in newest_on_grid(folder, 3, 4, 12)][0] == "checkpoint_0000004.pt"
 
 
+def test_pairs_longer_than_max_tokens_are_said_with_their_count(tmp_path):
+    messages = []
+    trainer = toy.make_trainer(tmp_path, toy.settings(steps=1, max_tokens=8, tokens_per_update=16), log=messages.append)
+    over = int(((trainer.batcher.src_len > 8) | (trainer.batcher.tgt_len > 8)).sum())
+    assert over > 0 and run(trainer, False) == EXIT_DONE
+    said = f"warning: {over:,} pairs are longer than train.max_tokens (8 padded tokens a micro-batch)"
+    assert any(m.startswith(said) for m in messages)
+
+
 def test_corrupt_newest_checkpoint_falls_back(tmp_path):
     settings = toy.settings(steps=12, checkpoint_interval=4)
     assert toy.train_in_process(tmp_path / "a", settings, max_updates=8) == EXIT_DONE

@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import functools
 import importlib
+import json
 import os
 import re
 import signal
@@ -284,7 +285,6 @@ def paths(command: str | None, args) -> tuple[list[tuple[str, str, str]], list[t
     (what names it, the path, its kind). From the inventory's options; the paths inside its JSON
     options, where the schema marks them (`aiayn.study.config.paths_in`); and what its library
     function derives from other options or defaults (`aiayn.inventory.DERIVED`)."""
-    import json
 
     from aiayn.study.config import paths_in
 
@@ -334,15 +334,34 @@ def guard(command: str | None, args) -> None:
     guard_outputs(outputs, inputs)
 
 
+def costs_file(environ: MutableMapping[str, str] = os.environ) -> str | None:
+    """AIAYN_COSTS, checked before the command works: a new file, or one of cost records (the first
+    line one) that the command's record is appended to; anything else is refused, never appended to."""
+    path = environ.get("AIAYN_COSTS")
+    if not path or not os.path.lexists(path) or (os.path.isfile(path) and os.path.getsize(path) == 0):
+        return path
+    try:
+        with open(path, encoding="utf-8") as f:
+            first = json.loads(f.readline())
+        if isinstance(first, dict) and "command" in first and "wall_s" in first:
+            return path
+    except (OSError, ValueError):
+        pass
+    raise UserError(f"AIAYN_COSTS={path}: not a file of cost records (the JSON lines a command appends there); "
+                    "name a new file, or unset it")  # fmt: skip
+
+
 def record_cost(command: str | None, argv: list[str], started: float, code) -> None:
     """With AIAYN_COSTS=FILE in the environment (the rehearsal of the study sets it), what this
     command cost, appended to FILE as a JSON line: its wall and CPU seconds, its peak resident
     memory in MiB (`max_rss_mib`, the larger of its own and its waited-for children's `ru_maxrss`;
     Slurm's `--mem` counts in the same unit) and the bytes it wrote (this process and those children)."""
-    path = os.environ.get("AIAYN_COSTS")
-    if not path:
-        return
-    import json
+    with contextlib.suppress(UserError):  # (a file that is not cost records was refused at the start)
+        if path := costs_file():
+            _append_cost(path, command, argv, started, code)
+
+
+def _append_cost(path: str, command: str | None, argv: list[str], started: float, code) -> None:
     import resource
     import time
 
@@ -426,6 +445,7 @@ def _main(argv: list[str], command: str | None) -> int:
         terminal = None
         try:
             thread_policy()  # before torch is imported
+            costs_file()
             args = build_parser(command if command in COMMANDS else None).parse_args(argv)
             guard(command, args)
             if args.log_to:
@@ -452,8 +472,21 @@ def _main(argv: list[str], command: str | None) -> int:
         else:
             return int(result or 0)
         line = one_line(f"aiayn {command}: error: {said[0]}")
-        with contextlib.suppress(OSError):  # stderr may be a log on the full disk that failed the command
+        with contextlib.suppress(OSError), _uninterrupted():  # a full disk under stderr; a second Ctrl-C
             print(line, file=sys.stderr, flush=True)
-        if terminal is not None and sys.stdout is not terminal:  # stderr is the log: the terminal says it too
-            print(f"{line} (log: {args.log_to})", file=terminal, flush=True)
+            if terminal is not None and sys.stdout is not terminal:  # stderr is the log: the terminal says it too
+                print(f"{line} (log: {args.log_to})", file=terminal, flush=True)
         return said[1]
+
+
+@contextlib.contextmanager
+def _uninterrupted():
+    """Ctrl-C ignored while the command's one line is said (a second one, or the group's after the
+    child's, would end it in a traceback); as it was after."""
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        yield
+    finally:
+        if main and before is not None:  # (None: a handler not set from Python, left as ignored)
+            signal.signal(signal.SIGINT, before)

@@ -120,7 +120,7 @@ ENVIRONMENT = {
     "LOCAL_RANK": text("aiayn.training.distributed.environment"),
     "GROUP_WORLD_SIZE": text("aiayn.training.distributed.environment"),
     "SLURM_JOB_ID": text("aiayn.training.distributed.Deadline"),  # asked of squeue; nothing else trusts it
-    "AIAYN_COSTS": text("aiayn.cli.record_cost"),  # a file appended to (the rehearsal's); none: nothing recorded
+    "AIAYN_COSTS": text("aiayn.cli.costs_file"),  # a new file or one of cost records, appended to; none: nothing
 }
 
 # config.yaml, each --configfile and --config: the schema, whose every object refuses unknown keys

@@ -14,6 +14,7 @@ import re
 import shutil
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -107,6 +108,8 @@ def download(
     `size` (bytes, from config.yaml) tells a transfer cut short from a finished one when the server
     sends no Content-Length: a shorter file is resumed, not checked and thrown away."""
     check_sha256(sha256)
+    if urllib.parse.urlsplit(url).scheme not in ("http", "https", "file"):
+        raise UserError(f"--url {url}: not an http://, https:// or file:// address (check the `mirror` setting)")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     target, through = output_target(out)

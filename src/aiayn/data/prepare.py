@@ -186,6 +186,11 @@ def prepare_train(
     corpora: list[dict], archives: dict[str, str], cleaning: dict, *, out_src, out_tgt, report_path, log=print
 ) -> dict:
     """Concatenate training corpora (archive + member per side), aligned and cleaned; write the report; return it."""
+    if not corpora:
+        raise UserError("--corpora: no training corpus given (an empty list)")
+    if cleaning.get("min_len", 0) > cleaning.get("max_len", float("inf")):
+        low, high = cleaning["min_len"], cleaning["max_len"]
+        raise UserError(f"--cleaning: min_len {low} is above max_len {high}: no pair could be kept")
     for member in corpora:
         if member.get("archive") and member["archive"] not in archives:
             raise UserError(

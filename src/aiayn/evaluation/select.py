@@ -31,7 +31,7 @@ def choose(candidates: list[dict]) -> tuple[dict, list[dict]]:
         dev_ppl = metrics.summary(c["metrics"])["dev_ppl"] if c.get("metrics") else None
         scored.append({**c, "metric": metric, "value": value, "dev_ppl": dev_ppl})
     if not scored:
-        raise UserError("no candidates to select from")
+        raise UserError("--candidates: no candidate to select from (an empty list); give the runs to choose among")
 
     def rank(c: dict) -> tuple[float, float]:
         ppl = c["dev_ppl"]

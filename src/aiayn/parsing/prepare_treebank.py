@@ -21,6 +21,8 @@ def split_trees(dataset: dict, split: str) -> list[Tree]:
             "datasets.<parsing dataset>.treebank is not set: the parsing experiments need your licensed "
             "Penn Treebank 3 (LDC99T42); set it to the folder holding parsed/mrg/wsj/00..24"
         )
+    if split not in (known := ["train", *dataset.get("eval_sets", {})]):
+        raise UserError(f"--split {split}: not a split of this dataset; known: {', '.join(known)}")
     sections = dataset["train_sections"] if split == "train" else dataset["eval_sets"][split]["sections"]
     trees = [preprocess(t) for t in read_sections(dataset["treebank"], sections)]
     if split != "train" and dataset["eval_sets"][split].get("first"):

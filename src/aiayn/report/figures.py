@@ -41,6 +41,8 @@ def learning_curves(path, out, title: str, seeds: tuple = ()) -> None:
     is drawn beside the run's."""
     records = metrics.read(path)
     progress, dev = records.progress, records.dev
+    if not progress:  # nothing to draw: an empty file, or a run not past its first logged update
+        raise UserError(f"{path}: no training records to draw; give the metrics.jsonl of a run that has trained")
     fig, grid = pyplot().subplots(2, 2, figsize=(11, 7))
     axes = grid.flatten()
     steps = [r["step"] for r in progress]

@@ -504,6 +504,8 @@ def write_table(
         with_baselines = with_baselines or loaded["baselines"]
     else:
         raise UserError("give --experiments (JSON) or --config (the study config)")
+    if results is not None and not Path(results).is_dir():  # given: a typo would make a table of nothing
+        raise UserError(f"--results {results}: not found; give the study's results folder")
     experiments, rows, frame = shown(number, layout, experiments)
     rows = records_of(rows)
     if number == 3 and bootstrap:

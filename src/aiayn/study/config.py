@@ -356,6 +356,8 @@ def load(path: str | Path) -> dict:
 
 def check(config: dict) -> None:
     """Cross-references the schema cannot express; raise ConfigError naming the key."""
+    if (results := Path(str(config.get("results", "results")))).exists() and not results.is_dir():
+        raise ConfigError(f"results: {results} is a file, where the study's results folder goes; give a folder")
     archives = config.get("archives", {})
     for name, archive in archives.items():
         if not archive.get("generate") and not (archive.get("url") and archive.get("sha256")):

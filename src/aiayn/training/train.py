@@ -368,6 +368,10 @@ def say_start(trainer: Trainer, where: list[str]) -> None:
     )
     metrics.append(trainer.files.metrics, {**rec, "run": trainer.identity})  # whose records these are
     trainer.log(format_start(rec, name=trainer.settings["name"], total=trainer.tr["steps"]))
+    plan = trainer.batcher  # a limit the settings ask for is said with its count
+    if over := int(((plan.src_len > plan.max_padded) | (plan.tgt_len > plan.max_padded)).sum()):
+        trainer.log(f"warning: {over:,} pairs are longer than train.max_tokens ({plan.max_padded:,} padded tokens a "
+                    "micro-batch): each is a micro-batch of its own, over that bound")  # fmt: skip
     trainer.board = Board(trainer.files.tensorboard, step=trainer.step, log=trainer.log)
     trainer.stall = Stall.for_run(trainer, metrics.read(trainer.files.metrics))
 
@@ -486,6 +490,7 @@ def train_job(
     to the folder `tensorboard` (default: beside the checkpoints) where the package is installed
     (aiayn.training.board). Returns the exit code."""
     writable(out)  # before hours of training
+    ckpt.not_other_work(out, "trained")
     settings = resolve.read(settings_path)
     train = binary.read(train_path)
     dev = binary.read(dev_path) if dev_path else None
