@@ -219,6 +219,8 @@ BUGS = {
         ["check data failed", "fed again before the epoch's other pairs were"]),
     "translate's last batch left out": ("evaluation/translate.py", "    if current:\n        batches.append(current)\n    return batches",
         "    return batches", ["check decoding failed", "what the experiment's code returned cannot be read"]),
+    "gradients clipped when clip_norm is 0": (TRAIN, 'if self.tr["clip_norm"] > 0:', 'if self.tr["clip_norm"] >= 0:',
+        ["the gradient of the parameters", "every gradient is 0 at the step (clipped to norm 0"]),
     "the encoder's padding mask inverted": (T, "mask = (src != self.cfg.pad_id)[:, None, None, :]",
         "mask = (src == self.cfg.pad_id)[:, None, None, :]", ["the padding mask inverted"]),
 }  # fmt: skip

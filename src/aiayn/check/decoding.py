@@ -98,8 +98,7 @@ def decoding(run):
     """The `decoding` check of the run's model (aiayn.check.check.Run) over its first 4 pairs: what
     departs (None: nothing), the figure, what it measured."""
     model, (src, _, _) = run.model, paper_batch(run.small, range(min(4, len(run.small))))
-    task = "parsing" if run.settings["task"] == "parsing" else "translation"
-    beam, alpha = paper.DECODE[task]["beam"], paper.DECODE[task]["alpha"]
+    beam, alpha = (paper.DECODE[run.settings["task"]][k] for k in ("beam", "alpha"))  # the schema's two tasks
     figure = f"beam {beam} (alpha {alpha}) gives each hypothesis, within its length limit, the full forward pass's " \
         "log P and log P / lp; beam 1 follows its greedy path"  # fmt: skip
     with torch.no_grad():  # an untrained model ends at once: its projection made sharper and EOS's row 0,

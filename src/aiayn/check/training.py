@@ -192,13 +192,14 @@ def gradients(up, params, scale: float, t: Training) -> Departure | None:
     t.figures["gradients"] = max(t.figures["gradients"], errors[worst])
     if errors[worst] <= GRADIENT_TOLERANCE:
         return None
-    causes = []
-    if t.history and all(apart(sampled(up.grads[n]), sampled(ref(n)) + t.history[-1][n], floor) <= GRADIENT_TOLERANCE
-                         for n in params):  # fmt: skip
-        causes.append("gradients not zeroed between updates: each update steps on the sum of its own and the last")
+    causes = ["gradients not zeroed between updates: each update steps on the sum of its own and the last"] if \
+        t.history and all(apart(sampled(up.grads[n]), sampled(ref(n)) + t.history[-1][n], floor) <= GRADIENT_TOLERANCE
+                          for n in params) else []  # fmt: skip
     none = [n for n in params if float(up.grads[n].abs().max()) == 0 and norms[n] > floor]
-    seen = f"no gradient reaches {', '.join(none[:3])}{' ...' if len(none) > 3 else ''} (the graph cut before them: " \
-        "a .detach(), torch.no_grad() or .data, a layer left out of the forward)" if none else ""  # fmt: skip
+    seen = "every gradient is 0 at the step (clipped to norm 0, or zeroed after the backward pass)" if not any(
+        float(g.abs().max()) for g in up.grads.values()) else f"no gradient reaches {', '.join(none[:3])}" \
+        f"{' ...' * (len(none) > 3)} (the graph cut before them: a .detach(), torch.no_grad() or .data, a layer " \
+        "left out of the forward)" if none else ""  # fmt: skip
     return Departure("the gradient of the parameters", worst, errors[worst], causes, seen)
 
 
