@@ -463,6 +463,7 @@ def _main(argv: list[str], command: str | None) -> int:
                 EXIT_USER,
             )
         except (Exception, KeyboardInterrupt, Stopped) as exc:
+            logged.enter_context(_uninterrupted())  # a second Ctrl-C while the failure is said
             if isinstance(exc, OSError) and exc.filename == STDOUT:
                 if isinstance(exc, BrokenPipeError):
                     return _stdout_gone()
@@ -472,11 +473,10 @@ def _main(argv: list[str], command: str | None) -> int:
         else:
             return int(result or 0)
         line = one_line(f"aiayn {command}: error: {said[0]}")
-        with _uninterrupted():  # a second Ctrl-C while it is said
-            with contextlib.suppress(OSError):  # stderr may be a log on the full disk that failed the command
-                print(line, file=sys.stderr, flush=True)
-            if terminal is not None and sys.stdout is not terminal:  # stderr is the log: the terminal says it too
-                print(f"{line} (log: {args.log_to})", file=terminal, flush=True)
+        with contextlib.suppress(OSError):  # stderr may be a log on the full disk that failed the command
+            print(line, file=sys.stderr, flush=True)
+        if terminal is not None and sys.stdout is not terminal:  # stderr is the log: the terminal says it too
+            print(f"{line} (log: {args.log_to})", file=terminal, flush=True)
         return said[1]
 
 

@@ -214,7 +214,7 @@ def train(
                 character_coverage=1.0,
                 input_sentence_size=input_sentence_size,
                 shuffle_input_sentence=True,
-                num_threads=threads,
+                num_threads=min(threads, 1024),  # sentencepiece's most
                 hard_vocab_limit=False,
                 minloglevel=2,  # errors only: a vocabulary smaller than asked is reported by describe()
             )
