@@ -52,14 +52,17 @@ def check(folder: Path, **model) -> str:
     return "passed"
 
 
-def edited(monkeypatch, file: str, old: str, new: str) -> None:
-    """Run aiayn's module `file` with `old` replaced by `new`, as a person edits the source: the edited
-    text executed as the module, its names set on it and on every aiayn module that imported them."""
+def edited(monkeypatch, file: str, old: str, new: str, *more: str) -> None:
+    """Run aiayn's module `file` with `old` replaced by `new` (and each further old, new pair of `more`), as a
+    person edits the source: the edited text executed as the module, its names set on it and on every
+    aiayn module that imported them."""
     module = importlib.import_module("aiayn." + file.removesuffix(".py").replace("/", "."))
     source = Path(module.__file__).read_text()
-    assert source.count(old) == 1, f"{file}: the text to change is not there once: {old}"
+    for a, b in [(old, new), *zip(more[::2], more[1::2])]:
+        assert source.count(a) == 1, f"{file}: the text to change is not there once: {a}"
+        source = source.replace(a, b)
     namespace = dict(vars(module))
-    exec(compile(source.replace(old, new), module.__file__, "exec"), namespace)
+    exec(compile(source, module.__file__, "exec"), namespace)
     was = {id(v): k for k, v in vars(module).items() if not k.startswith("__") and callable(v)}
     for name, value in namespace.items():
         if not name.startswith("__") and vars(module).get(name) is not value:
@@ -106,6 +109,10 @@ def test_unshared_vocabularies_pass(tmp_path):
     assert job.check_job(tmp_path / "experiment.json", tmp_path / "train.bin", tmp_path / "c.json", log=print) == 0
 
 
+# heads packed strided: head i takes every h-th column of Q, K, V (W's rows in another order)
+STRIDED = ("return x.view(B, T, self.h, width).transpose(1, 2)", "return x.view(B, T, width, self.h).permute(0, 3, 1, 2)",
+           "q = attn.W_q(y).view(rows // g, g, attn.h, attn.d_k).transpose(1, 2)",
+           "q = attn.W_q(y).view(rows // g, g, attn.d_k, attn.h).permute(0, 3, 1, 2)")  # fmt: skip
 # bugs written into the source: (file, the text as it is, the text with the bug, what the one line must say)
 BUGS = {
     "pairs misaligned in collate": (BATCH, "rows, cols, toks, tgt_len = _gather(corpus.tgt_tokens, corpus.tgt_offsets, indices)",
@@ -221,10 +228,13 @@ BUGS = {
         "    return batches", ["check decoding failed", "what the experiment's code returned cannot be read"]),
     "gradients clipped when clip_norm is 0": (TRAIN, 'if self.tr["clip_norm"] > 0:', 'if self.tr["clip_norm"] >= 0:',
         ["the gradient of the parameters", "every gradient is 0 at the step (clipped to norm 0"]),
+    "heads split strided in training, not in the decoding step": (T, STRIDED[0], STRIDED[1],
+        ["check decoding failed", "where the full forward pass gives its tokens"]),
     "the encoder's padding mask inverted": (T, "mask = (src != self.cfg.pad_id)[:, None, None, :]",
         "mask = (src == self.cfg.pad_id)[:, None, None, :]", ["the padding mask inverted"]),
 }  # fmt: skip
 HARMLESS = {
+    "heads packed strided (every h-th column), in training and decoding alike": (T, *STRIDED),
     "the FFN's W_2 defined first": (T, "        self.W_1 = nn.Linear(cfg.d_model, cfg.d_ff)\n",
         "        self.W_2 = nn.Linear(cfg.d_ff, cfg.d_model)\n        self.W_1 = nn.Linear(cfg.d_model, cfg.d_ff)\n"),
     "the attention's W_o defined first": (T,

@@ -76,7 +76,7 @@ def training(run: Run):
     figure = f"{compared} of the trainer (2 micro-batches each, training mode) are the paper's: logits within " \
         f"{f['logits']:.2g}, their gradient {f['loss']:.2g}, the parameters' {f['gradients']:.2g}, the step " \
         f"{f['step']:.2g} of the rate{dev}"  # fmt: skip
-    form = {"layout": t.form.layout, "origin": t.form.origin} if t.form else None
+    form = {"layout": t.form.layout, "origin": t.form.origin, "heads": t.form.split} if t.form else None
     return t.departure and t.departure.said(), figure, {**f, "form": form}
 
 
@@ -131,7 +131,6 @@ CHECKS = [
 def check_job(settings_path, train_path, out, *, log=print, detail=None) -> int:
     """Every check of CHECKS on one experiment; check.json (`out`) only when all pass, else a UserError
     naming the first failure. Lines go to `detail` (the job's log), failures and the verdict to `log`."""
-    detail = detail or log
     writable(out)
     settings = resolve.read(settings_path)
     run = Run(settings, binary.read(train_path))
@@ -139,7 +138,7 @@ def check_job(settings_path, train_path, out, *, log=print, detail=None) -> int:
     for c in found:
         line = f"check {c['name']} {'ok' if c['passed'] else 'failed'}: {c['figure']} (expected {c['expected']})"
         failed += [] if c["passed"] else [line]
-        (detail if c["passed"] else log)(line)
+        ((detail or log) if c["passed"] else log)(line)
     if failed:
         more = f" (and {len(failed) - 1} more check(s) failed, above)" if len(failed) > 1 else ""
         raise UserError(f"experiment {settings['name']}: {failed[0]}{more}; nothing was trained")

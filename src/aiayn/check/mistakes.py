@@ -60,10 +60,8 @@ OPTIMIZER = [  # (the mistake, the Adam it is, from the paper's: {"betas": ..., 
     ("Adam's eps at torch's default, 1e-8, not the setting", lambda adam: {"eps": 1e-8}),
     ("Adam's betas at torch's default, (0.9, 0.999), not the settings'", lambda adam: {"betas": (0.9, 0.999)}),
 ]
-SUBLAYERS = {
-    "encoder": {"self": "self-attention", "ffn": "feed-forward network"},
-    "decoder": {"self": "self-attention", "cross": "encoder-decoder attention", "ffn": "feed-forward network"},
-}
+SUBLAYERS = {"encoder": {"self": "self-attention", "ffn": "feed-forward network"}}
+SUBLAYERS["decoder"] = {"self": "self-attention", "cross": "encoder-decoder attention", "ffn": "feed-forward network"}
 SPECIAL = {"causal": [("decoder", "self")], "pad": [("encoder", "self"), ("decoder", "cross")]}
 
 

@@ -205,8 +205,7 @@ def gradients(up, params, scale: float, t: Training) -> Departure | None:
 
 def sampled(t: torch.Tensor) -> torch.Tensor:
     """PROBE of the tensor's elements, spread through it at one stride (all of a smaller one), float64."""
-    flat = t.detach().reshape(-1)
-    return flat[:: math.ceil(flat.numel() / PROBE)].double()
+    return (flat := t.detach().reshape(-1))[:: math.ceil(flat.numel() / PROBE)].double()
 
 
 def step(up, t: Training) -> Departure | None:
