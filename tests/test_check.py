@@ -188,7 +188,7 @@ BUGS = {
     "a beam reordered by its rank, not its hypothesis": ("model/beam.py", "* k + alive_beam)[keep]", "* k + pick)[keep]",
         ["check decoding failed", "where the full forward pass gives its tokens"]),
     "the loss summed, not averaged over the update's targets": (TRAIN, "loss * (self.env.world_size / tgt_tokens)",
-        "loss * self.env.world_size", ["its scale: the update's loss is"]),
+        "loss * self.env.world_size", ["its scale: the update's gradient is"]),
     "the last micro-batch of each epoch left out": (BATCH, "    batches = np.split(order, cuts)\n",
         "    batches = np.split(order, cuts)[:-1]\n", ["check data failed", "leaves out"]),
     "attention dropout on the attention's output": (T, "out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal, scale=self.scale)",
@@ -234,6 +234,15 @@ BUGS = {
         "mask = (src == self.cfg.pad_id)[:, None, None, :]", ["the padding mask inverted"]),
 }  # fmt: skip
 HARMLESS = {
+    "the summed gradient normalised after the micro-batches (fairseq's way)": (TRAIN,
+        "            self.scaler.scale(loss * (self.env.world_size / tgt_tokens)).backward()\n            total += loss.detach()\n",
+        "            self.scaler.scale(loss).backward()\n            total += loss.detach()\n"
+        "        for p in self.model.parameters():\n            if p.grad is not None:\n"
+        "                p.grad.mul_(self.env.world_size / tgt_tokens)\n"),
+    "the gradients cleared after the step, not before the micro-batches": (TRAIN,
+        "        self.optimizer.zero_grad(set_to_none=True)\n        total", "        total",
+        "            self.scheduler.step()\n        return total,",
+        "            self.scheduler.step()\n        self.optimizer.zero_grad(set_to_none=True)\n        return total,"),
     "heads packed strided (every h-th column), in training and decoding alike": (T, *STRIDED),
     "the FFN's W_2 defined first": (T, "        self.W_1 = nn.Linear(cfg.d_model, cfg.d_ff)\n",
         "        self.W_2 = nn.Linear(cfg.d_ff, cfg.d_model)\n        self.W_1 = nn.Linear(cfg.d_model, cfg.d_ff)\n"),

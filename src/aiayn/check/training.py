@@ -103,8 +103,7 @@ class Training:
             q = smoothed_target(target, cfg.tgt_vocab, tr["eps_ls"], PAD)
             (-(q * logits.log_softmax(-1)).sum() / tokens).backward()
             targets.append(target)
-        found, scale = loss(up, targets, tokens, self)
-        found = found or gradients(up, params, scale, self)
+        found = loss(up, targets, tokens, self)[0] or gradients(up, params, self)
         for p in params.values():  # the reference's gradients, before the optimizer's step is read
             p.requires_grad_(False).grad = None
         return found or step(up, self)
@@ -152,8 +151,7 @@ def fit(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float]:
 
 
 def loss(up, targets: list, tokens: int, t: Training) -> tuple[Departure | None, float]:
-    """The gradient the loss gave the logits against §5.4's (the mean over the update's `tokens`
-    target tokens), up to one scale (returned)."""
+    """The gradient the loss gave the logits against §5.4's, up to one scale (returned; judged in `gradients`)."""
 
     def paper(form: str = "paper"):  # §5.4's gradient at the logits, or a known mistake's (LOSS)
         qs = [smoothed_target(target, t.cfg.tgt_vocab, t.tr["eps_ls"], PAD, form=form) for target in targets]
@@ -164,18 +162,16 @@ def loss(up, targets: list, tokens: int, t: Training) -> tuple[Departure | None,
     got = got.double()
     scale, amount = fit(got, paper())
     t.figures["loss"] = max(t.figures["loss"], amount)
-    if amount <= TOLERANCE:  # the reference's scale: the mean over the update's target tokens
-        said = f"the update's loss is {scale:.4g} x the mean over its target tokens (§5.4's, as the paper's code)"
-        return (Departure("the gradient the loss gives the logits", "its scale", seen=said) if abs(scale - 1) >
-                TOLERANCE else None), scale  # fmt: skip
+    if amount <= TOLERANCE:  # its scale is judged on what the optimizer steps on (gradients)
+        return None, scale
     causes = [said for said, form in LOSS if fit(got, paper(form))[1] <= TOLERANCE]
     return Departure("the gradient the loss gives the logits", "the update's target tokens", amount, causes), scale
 
 
-def gradients(up, params, scale: float, t: Training) -> Departure | None:
-    """The parameters' gradients against the reference's backward pass (x the loss's scale, clipped),
-    a tensor at a time (the big model's gradients are 0.85 GB)."""
-    shared, clip = t.cfg.shared_vocab, t.tr["clip_norm"]
+def gradients(up, params, t: Training) -> Departure | None:
+    """The parameters' gradients the optimizer steps on against the reference's backward pass (§5.4's mean
+    over the update's target tokens, clipped), a tensor at a time (the big model's gradients are 0.85 GB)."""
+    shared, clip, scale = t.cfg.shared_vocab, t.tr["clip_norm"], 1.0
 
     def ref(n):  # under a shared vocabulary the source embedding is the target's tensor
         g = params["tgt_embed" if n == "src_embed" and shared else n].grad
@@ -192,6 +188,10 @@ def gradients(up, params, scale: float, t: Training) -> Departure | None:
     t.figures["gradients"] = max(t.figures["gradients"], errors[worst])
     if errors[worst] <= GRADIENT_TOLERANCE:
         return None
+    c, off = fit(torch.cat([sampled(up.grads[n]) for n in params]), torch.cat([sampled(ref(n)) for n in params]))
+    if off <= GRADIENT_TOLERANCE and abs(c - 1) > 0.01:  # the same gradient at another scale
+        said = f"the update's gradient is {c:.4g} x the mean over its target tokens (§5.4's, as the paper's code)"
+        return Departure("the gradient of the parameters", "its scale", seen=said)
     causes = ["gradients not zeroed between updates: each update steps on the sum of its own and the last"] if \
         t.history and all(apart(sampled(up.grads[n]), sampled(ref(n)) + t.history[-1][n], floor) <= GRADIENT_TOLERANCE
                           for n in params) else []  # fmt: skip
