@@ -170,7 +170,7 @@ BUGS = {
     "no residual dropout": (T, "        return self.norm(x + self.dropout(sublayer(x)))", "        return self.norm(x + sublayer(x))",
         ["the dropout (training mode)", "the model drew 2 residual"]),
     "a final layer norm under post-LN": (T, "self.decoder_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else nn.Identity()",
-        "self.decoder_norm = nn.LayerNorm(cfg.d_model)", ["parameters §3 does not have: decoder_norm.weight"]),
+        "self.decoder_norm = nn.LayerNorm(cfg.d_model)", ["parameters outside §3's map (§3 has none such, or not in this shape): decoder_norm.weight"]),
     "the residual dropped around the encoder-decoder attention": (T,
         "        x = self.sub[1](x, lambda y: self.cross_attn(y, memory, src_mask))\n        return self.sub[2](x, self.ffn)\n\n",
         "        x = self.sub[1].norm(self.sub[1].dropout(self.cross_attn(x, memory, src_mask)))\n"

@@ -124,11 +124,11 @@ def evaluation(values: dict, params: dict, t: Training) -> Departure | None:
 
 
 def parameters(model) -> Departure | None:
-    """The model has no parameter §3 does not have (a final norm under post-LN, an untied projection):
-    every one is in its map (a matrix of §3 missing from the map stops the reference by its name)."""
+    """Every parameter is in the model's map (none §3 lacks: a final norm under post-LN, an untied projection)."""
     ids = {id(t) for t in model.paper_map()[0].values()}
     extra = ", ".join([n for n, p in model.named_parameters() if id(p) not in ids][:3])
-    return Departure("the parameters", "the model", seen=f"parameters §3 does not have: {extra}") if extra else None
+    said = f"parameters outside §3's map (§3 has none such, or not in this shape): {extra}"
+    return Departure("the parameters", "the model", seen=said) if extra else None
 
 
 def masks_said(seen, cfg) -> str | None:
