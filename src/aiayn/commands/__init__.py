@@ -70,10 +70,10 @@ def evaluation_chain(text: str, option: str) -> dict | None:
         return None
     missing = [k for k in CHAIN_KEYS if not isinstance(row, dict) or k not in row]
     unknown = [k for k in (row if isinstance(row, dict) else {}) if k not in CHAIN_KEYS]
-    if missing or unknown:
+    if missing:  # (keys of its own a row may carry besides; one of them may be a misspelt key it lacks)
         said = f"unknown key {unknown[0]!r}; " if unknown else ""
-        lacks = f"; lacks {', '.join(missing)}" if missing else ""
-        raise UserError(f"{option}: {said}expected null or an object with {', '.join(CHAIN_KEYS)}{lacks}")
+        keys, lacks = ", ".join(CHAIN_KEYS), ", ".join(missing)
+        raise UserError(f"{option}: {said}expected null or an object with {keys}; lacks {lacks}")
     if row["table"] not in (2, 3, 4) or not isinstance(row["decode"], dict):
         raise UserError(f"{option}: table must be 2, 3 or 4 and decode an object, got {text}")
     return {**row, "decode": config.complete("decode", row["decode"], f"{option}'s decode")}
