@@ -459,4 +459,6 @@ def test_an_empty_or_contradictory_json_option_is_named_with_what_to_do(tmp_path
         prepare_train([{"src": "s", "tgt": "t"}], {}, {"min_len": 20, "max_len": 5}, **out)
     with pytest.raises(UserError, match="--paper-row: unknown key 'tabel'; expected null or an object with table"):
         evaluation_chain('{"tabel": 2}', "--paper-row")
+    row = {"table": 2, "preset": "base", "task": "translation", "decode": {}, "average": 5}
+    assert evaluation_chain(json.dumps({**row, "name": "base", "pair": ["en", "de"]}), "--paper-row")["table"] == 2
     assert not list(tmp_path.iterdir())
