@@ -250,6 +250,8 @@ def test_a_derived_output_never_writes_over_a_file_no_option_names(world, tmp_pa
     assert cli.main(argv) == 2
     assert f"{o}/mine.vocab: a file no option names" in capsys.readouterr().err
     assert (o / "mine.vocab").read_text() == "my own word list\n"
+    (o / "mine.vocab").write_text("<unk>\t0\n<s>\t0\n")  # pieces whose model a rerun's Snakemake removed
+    assert cli.main(argv) == 0 and (o / "mine.model").is_file()
 
 
 def test_a_compressed_training_text_is_refused_where_sentencepiece_would_read_its_bytes(world, tmp_path, capsys):

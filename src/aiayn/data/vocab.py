@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 import sentencepiece as spm
@@ -276,6 +277,14 @@ def pieces_of(model) -> Path:
     return model.with_suffix(".vocab") if model.suffix == ".model" else model.with_name(model.name + ".vocab")
 
 
+def is_pieces(path: Path) -> bool:
+    """Whether `path` reads as sentencepiece's pieces (`piece<TAB>score` lines; Snakemake removes a rerun
+    job's model, not the pieces beside it, which are then this command's own to write again)."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        fields = f.readline().rstrip("\n").split("\t")
+    return len(fields) == 2 and re.fullmatch(r"-?\d+(\.\d+)?(e-?\d+)?", fields[1]) is not None
+
+
 def derived_files(vocab: str, out_src, out_tgt) -> tuple[list, list]:
     """The pieces sentencepiece writes beside each model `train_pair` trains (`<model>.vocab`; under a
     shared vocabulary the target's model is a copy of the source's, with no pieces of its own):
@@ -285,8 +294,8 @@ def derived_files(vocab: str, out_src, out_tgt) -> tuple[list, list]:
     except (ValueError, AttributeError):  # the command refuses it, naming --vocab
         shared = True
     models = [("--out-src", out_src)] + ([] if shared else [("--out-tgt", out_tgt)])
-    for option, model in models:  # pieces without their model beside them: no earlier output of this command
-        if pieces_of(model).is_file() and not Path(model).is_file():
+    for option, model in models:  # a file no option names, neither beside its model nor sentencepiece's pieces
+        if pieces_of(model).is_file() and not Path(model).is_file() and not is_pieces(pieces_of(model)):
             raise UserError(f"{pieces_of(model)}: a file no option names, which sentencepiece would write over with "
                             f"{option} {model}'s pieces; move it aside, or give {option} another name")  # fmt: skip
     return [(f"{option}'s .vocab", str(pieces_of(model)), "file") for option, model in models], []
