@@ -231,8 +231,10 @@ BUGS = {
     "heads split strided in training, not in the decoding step": (T, STRIDED[0], STRIDED[1],
         ["check decoding failed", "where the full forward pass gives its tokens"]),
     "the encoder's padding mask inverted": (T, "mask = (src != self.cfg.pad_id)[:, None, None, :]",
-        "mask = (src == self.cfg.pad_id)[:, None, None, :]", ["the padding mask inverted"]),
+        "mask = (src == self.cfg.pad_id)[:, None, None, :]", ["check training failed: update 1: the "]),
 }  # fmt: skip
+# (the inverted mask's line: "the padding mask inverted" where torch's kernel gives a query with no key 0,
+# "not finite" at the weights as drawn where an older torch gives it NaN, as the floors' torch does)
 HARMLESS = {
     "the summed gradient normalised after the micro-batches (fairseq's way)": (TRAIN,
         "            self.scaler.scale(loss * (self.env.world_size / tgt_tokens)).backward()\n            total += loss.detach()\n",
