@@ -460,13 +460,12 @@ def test_checks_of_other_code_are_said_once_by_name(tmp_path):
 
 def test_the_check_stage_stays_within_its_size():
     """Issue 58's bound: the whole stage, reference included, at most 1,200 lines in check/; no class
-    over 150 lines, no function over 60."""
+    over 150 lines (its functions are bounded with the package's, tests/test_layers.py)."""
     import ast
 
     files = sorted((ROOT / "src" / "aiayn" / "check").glob("*.py"))
     assert sum(len(f.read_text().splitlines()) for f in files) <= 1200
     for f in files:
         for node in ast.walk(ast.parse(f.read_text())):
-            if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
-                most = 150 if isinstance(node, ast.ClassDef) else 60
-                assert node.end_lineno - node.lineno + 1 <= most, f"{f.name}: {node.name}"
+            if isinstance(node, ast.ClassDef):
+                assert node.end_lineno - node.lineno + 1 <= 150, f"{f.name}: {node.name}"

@@ -131,6 +131,23 @@ def test_every_folder_and_module_says_what_it_is():
         assert len(doc) > 200, f"{folder}/__init__.py: say what the stage takes in, writes, and which rules call it"
 
 
+def test_every_function_reads_on_a_screen_and_names_past_four_arguments():
+    """Issue 61: no function of the package over 60 lines, none taking more than 4 positional
+    parameters (self and cls aside): past four, a call names what it passes."""
+    long, positional = [], []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                where = f"{module}.{node.name} (line {node.lineno})"
+                if node.end_lineno - node.lineno + 1 > 60:
+                    long.append(where)
+                taken = [a.arg for a in node.args.posonlyargs + node.args.args if a.arg not in ("self", "cls")]
+                if len(taken) > 4:
+                    positional.append(where)
+    assert long == [], f"over 60 lines: {long}"
+    assert positional == [], f"more than 4 positional parameters (make the rest keyword-only): {positional}"
+
+
 def library_names(tree: ast.Module) -> set[str]:
     """Names a command module imports from the library (not from aiayn.commands, its option helpers),
     at the top or inside run() (where torch would cost every --help its import)."""

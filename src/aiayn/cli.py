@@ -358,10 +358,10 @@ def record_cost(command: str | None, argv: list[str], started: float, code) -> N
     Slurm's `--mem` counts in the same unit) and the bytes it wrote (this process and those children)."""
     with contextlib.suppress(UserError):  # (a file that is not cost records was refused at the start)
         if path := costs_file():
-            _append_cost(path, command, argv, started, code)
+            _append_cost(path, command, argv, started=started, code=code)
 
 
-def _append_cost(path: str, command: str | None, argv: list[str], started: float, code) -> None:
+def _append_cost(path: str, command: str | None, argv: list[str], *, started: float, code) -> None:
     import resource
     import time
 

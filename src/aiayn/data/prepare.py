@@ -182,10 +182,8 @@ def atomic_pair(src: str | os.PathLike, tgt: str | os.PathLike) -> Iterator[tupl
         yield fa, fb
 
 
-def prepare_train(
-    corpora: list[dict], archives: dict[str, str], cleaning: dict, *, out_src, out_tgt, report_path, log=print
-) -> dict:
-    """Concatenate training corpora (archive + member per side), aligned and cleaned; write the report; return it."""
+def refuse_settings(corpora: list[dict], archives: dict[str, str], cleaning: dict) -> None:
+    """Settings no corpus could be prepared from, said before any archive is read."""
     if not corpora:
         raise UserError("--corpora: no training corpus given (an empty list)")
     if cleaning.get("min_len", 0) > cleaning.get("max_len", float("inf")):
@@ -196,6 +194,13 @@ def prepare_train(
             raise UserError(
                 f"--corpora names archive {member.get('archive')!r}, which --archives lacks ({', '.join(archives)})"
             )
+
+
+def prepare_train(
+    corpora: list[dict], archives: dict[str, str], cleaning: dict, *, out_src, out_tgt, report_path, log=print
+) -> dict:
+    """Concatenate training corpora (archive + member per side), aligned and cleaned; write the report; return it."""
+    refuse_settings(corpora, archives, cleaning)
     report = {
         "corpora": [],
         "kept": 0,
@@ -216,13 +221,7 @@ def prepare_train(
                 labels = [f"{archives[member['archive']]}:{member[s]}" for s in ("src", "tgt")]
             else:  # your own corpus: files on disk, yours, read and left as they are
                 files, labels = local_pair(member), [member["src"], member["tgt"]]
-            stats = {
-                "archive": member.get("archive"),
-                "src": member["src"],
-                "tgt": member["tgt"],
-                "pairs": 0,
-                "kept": 0,
-            }
+            stats = dict(archive=member.get("archive"), src=member["src"], tgt=member["tgt"], pairs=0, kept=0)
             for a, b in aligned(files[member["src"]], files[member["tgt"]], *labels):
                 stats["pairs"] += 1
                 (a, fixed_a), (b, fixed_b) = normalize(a), normalize(b)
