@@ -260,6 +260,11 @@ HARMLESS = {
         "    def forward(self, x: Tensor) -> Tensor:\n        return self.W_2(F.relu(self.W_1(x)))",
         "        self.net = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff), nn.ReLU(), nn.Linear(cfg.d_ff, cfg.d_model))\n\n"
         "    def forward(self, x: Tensor) -> Tensor:\n        return self.net(x)"),
+    "the FFN as two convolutions of kernel size 1 (§3.3's other wording)": (T,
+        "        self.W_1 = nn.Linear(cfg.d_model, cfg.d_ff)\n        self.W_2 = nn.Linear(cfg.d_ff, cfg.d_model)\n\n"
+        "    def forward(self, x: Tensor) -> Tensor:\n        return self.W_2(F.relu(self.W_1(x)))",
+        "        self.W_1 = nn.Conv1d(cfg.d_model, cfg.d_ff, 1)\n        self.W_2 = nn.Conv1d(cfg.d_ff, cfg.d_model, 1)\n\n"
+        "    def forward(self, x: Tensor) -> Tensor:\n        return self.W_2(F.relu(self.W_1(x.transpose(1, 2)))).transpose(1, 2)"),
     "positions counted from 1 in training and decoding alike": (T,
         "return sinusoidal_positions(length, self.d_model, offset).to(device)",
         "return sinusoidal_positions(length, self.d_model, offset + 1).to(device)"),

@@ -74,7 +74,7 @@ class Reference:
         return x * masks[k].to(x.dtype) / (1 - p) if masks else x
 
     def linear(self, name: str, x, bias: bool = True):
-        y = x @ self.p[f"{name}.weight"].T
+        y = x @ self.p[f"{name}.weight"].flatten(1).T  # a kernel-1 convolution's (out, in, 1) too
         return y + self.p[f"{name}.bias"] if bias and f"{name}.bias" in self.p else y
 
     def norm(self, name: str, x):

@@ -91,7 +91,7 @@ def init_std(role: str, shape, cfg) -> float | None:
     fairseq, kind = cfg.init == "fairseq", role.split(".")[-2] if role.count(".") > 1 else role
     if role.endswith("_embed") or (fairseq and role.endswith("_pos")):
         return cfg.d_model**-0.5
-    xavier = math.sqrt(2 / sum(shape))
+    xavier = math.sqrt(2 / sum(shape[:2]))  # a kernel-1 convolution's (out, in, 1) as a linear's
     if fairseq and kind in ("W_q", "W_k", "W_v"):
         return xavier / math.sqrt(2)
     return math.sqrt(1 / (3 * shape[1])) if fairseq and kind in ("W_1", "W_2") else xavier

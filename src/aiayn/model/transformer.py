@@ -189,11 +189,16 @@ class DecoderLayer(nn.Module):
         return self.sub[2](x, self.ffn)
 
 
-def linears_of(part: nn.Module) -> list[nn.Linear]:
+def is_linear(m) -> bool:
+    """A position-wise linear map: nn.Linear, or a convolution of kernel size 1 (§3.3's other wording)."""
+    return isinstance(m, nn.Linear) or isinstance(m, nn.Conv1d) and m.kernel_size == (1,) and m.groups == 1
+
+
+def linears_of(part: nn.Module) -> list[nn.Module]:
     """A sublayer's linears in §3's order: by the paper's names where it has them all, else in definition order."""
-    found = [m for m in part.modules() if isinstance(m, nn.Linear)]
+    found = [m for m in part.modules() if is_linear(m)]
     named = [getattr(part, n, None) for n in (("W_1", "W_2") if len(found) == 2 else ("W_q", "W_k", "W_v", "W_o"))]
-    return named if all(isinstance(m, nn.Linear) for m in named) else found
+    return named if all(is_linear(m) for m in named) else found
 
 
 class Transformer(nn.Module):
@@ -309,7 +314,7 @@ def initialize(model: Transformer, init: str) -> None:
             module.W_2.reset_parameters()
     if init == "t2t":
         for module in model.modules():
-            if isinstance(module, nn.Linear):
+            if is_linear(module):
                 nn.init.xavier_uniform_(module.weight)
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
