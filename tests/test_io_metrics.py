@@ -82,6 +82,16 @@ def test_a_folder_someone_else_filled_is_never_replaced(tmp_path):
     with pytest.raises(UserError, match=r"holds sub/notes.txt"), io.atomic_dir(out):  # and when it replaces it
         pass
     assert (out / "sub" / "notes.txt").exists() and (out / "b.txt").exists()
+    (out / io.OUTPUT_MARK).write_text("written whole by aiayn\n")  # an older aiayn's mark: no list of files
+    os.utime(out / "b.txt", (1, 1))
+    os.utime(out / io.OUTPUT_MARK, (2, 2))  # ...written after its files, before the notes were put there
+    with pytest.raises(UserError, match=r"holds sub/notes.txt, which aiayn did not write \(written after its mark"):
+        io.guard_outputs([("--out", str(out), "folder")], [])
+    (out / "sub" / "notes.txt").unlink()
+    os.utime(out / io.OUTPUT_MARK)  # its own files only, all older than the mark: replaced
+    with io.atomic_dir(out) as new:
+        (new / "c.txt").write_text("c")
+    assert sorted(p.name for p in out.iterdir()) == [io.OUTPUT_MARK, "c.txt"]
 
 
 def test_two_writers_of_one_file_never_share_a_temporary_file(tmp_path):

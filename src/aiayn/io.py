@@ -406,19 +406,23 @@ def guard_outputs(outputs: list[tuple[str, str, str]], inputs: list[tuple[str, s
 
 def replaceable(folder: str | os.PathLike, label: str) -> None:
     """Refuse to replace a folder whole unless aiayn wrote it (OUTPUT_MARK) and it holds nothing the mark
-    does not list (a user's file put there since; a mark of aiayn before 0.6 lists none: all taken)."""
+    does not list (a user's file put there since; a mark of aiayn before 0.6 lists none: there, a file
+    changed after the mark was written)."""
     folder = Path(folder)
     if not folder.is_dir() or not os.listdir(folder):
         return
     if not os.path.lexists(folder / OUTPUT_MARK):
         raise UserError(f"{label}: a folder aiayn did not write (no {OUTPUT_MARK} in it), which would be filled or "
                         "replaced whole; give a new or an empty folder")  # fmt: skip
-    listed = set((folder / OUTPUT_MARK).read_text(encoding="utf-8", errors="replace").splitlines()[1:])
-    extra = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if not p.is_dir()) if listed else []
-    if extra := [name for name in extra if name not in listed | {OUTPUT_MARK}]:
+    mark = folder / OUTPUT_MARK
+    listed, since = set(mark.read_text(encoding="utf-8", errors="replace").splitlines()[1:]), mark.lstat().st_mtime
+    files = {str(p.relative_to(folder)): p for p in folder.rglob("*") if not p.is_dir()}
+    extra = sorted(n for n, p in files.items() if (n not in listed if listed else p.lstat().st_mtime > since))
+    if extra := [name for name in extra if name != OUTPUT_MARK]:
         more = " and more" if len(extra) > 1 else ""
-        raise UserError(f"{label}: holds {extra[0]}{more}, which aiayn did not write (its mark does not list it) and "
-                        "replacing the folder would delete; move it out first")  # fmt: skip
+        why = "its mark does not list it" if listed else "written after its mark"
+        raise UserError(f"{label}: holds {extra[0]}{more}, which aiayn did not write ({why}) and replacing the "
+                        "folder would delete; move it out first")  # fmt: skip
 
 
 def mark_output(folder: str | os.PathLike) -> None:
