@@ -62,15 +62,10 @@ def child(path: str, tokens_per_update: int, max_tokens: int, gpus: int) -> dict
     }
 
 
-def count(text: str) -> int:
-    """argparse's type for a count: a whole number >= 1 (aiayn's `at_least` would import aiayn before a
-    child's baseline is taken)."""
-    if not text.strip().isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, not {text!r}")
-    return int(text)
-
-
 def main() -> None:
+    from aiayn.commands import at_least
+
+    count = at_least(1)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpora", nargs="*", help="encoded training corpora (train.bin)")
     parser.add_argument("--tokens-per-update", type=count, default=25_000)
@@ -80,19 +75,22 @@ def main() -> None:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        sys.path.insert(0, str(ROOT / "src"))
         print(json.dumps(child(args.child, args.tokens_per_update, args.max_tokens, args.gpus)))
         return
     if not args.corpora:
         parser.error("name at least one encoded training corpus (train.bin)")
+    if args.json:
+        from aiayn.io import writable
+
+        writable(args.json)  # before the measurements, not after them
     rows = []
     for path in args.corpora:
         cmd = [sys.executable, __file__, "--child", path, "--tokens-per-update", str(args.tokens_per_update),
                "--max-tokens", str(args.max_tokens), "--gpus", str(args.gpus)]  # fmt: skip
         done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode:
+        if done.returncode:  # the child's one line (its error boundary's), or its traceback's last
             why = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
-            sys.exit(f"startup: {path}: {why}")
+            sys.exit(why if why.startswith("startup: ") else f"startup: {path}: {why}")
         rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
         r = rows[-1]
         print(f"{r['pairs']:>12,} pairs  read {r['read_s']:6.1f} s  plan {r['plan_s']:6.1f} s  "
@@ -109,4 +107,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()  # no aiayn import before a child's baseline: its errors come back as one line (above)
+    sys.path.insert(0, str(ROOT / "src"))  # this clone's aiayn (a child's baseline is taken after its imports)
+    from aiayn.errors import boundary
+
+    boundary(main, "startup")
