@@ -73,15 +73,11 @@ def test_startup_benchmark_measures_the_trainers_own_batch_plan(tmp_path):
     assert row["peak_rss_mib"] >= row["baseline_rss_mib"] > 0
 
 
-# a script that may not import aiayn in its __main__ block, and why
-NO_BOUNDARY: dict[str, str] = {}
-
-
 @pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "benchmarks").glob("*.py")))
 def test_every_benchmark_script_bounds_its_numbers_and_ends_bad_input_in_one_line(script):
     """Read from each script's code: no number argument without a bound (argparse's bare int or float,
     where 0 or a negative count ends in a traceback deep in the work), and its __main__ runs `main`
-    under the commands' error boundary (aiayn.errors.boundary), unless NO_BOUNDARY says why not."""
+    under the commands' error boundary (aiayn.errors.boundary)."""
     import ast
 
     tree = ast.parse((ROOT / "benchmarks" / script).read_text())
@@ -90,4 +86,4 @@ def test_every_benchmark_script_bounds_its_numbers_and_ends_bad_input_in_one_lin
         types = [ast.unparse(k.value) for k in call.keywords if k.arg == "type"]
         assert types != ["int"], f"{script}: {ast.unparse(call)}: a count with no bound (aiayn.commands.at_least)"
     main = next(n for n in tree.body if isinstance(n, ast.If) and "__main__" in ast.unparse(n.test))
-    assert ("boundary(" in ast.unparse(main)) != (script in NO_BOUNDARY), script
+    assert "boundary(" in ast.unparse(main), script
