@@ -217,7 +217,8 @@ DERIVED = {"--out-csv": None, "--out-html": None}  # the CSV and the HTML beside
     "command, options, said",
     [
         ("tables", {"--out-md": "t.csv", **DERIVED}, "--out-md {o}/t.csv and --out-csv (default) {o}/t.csv are one"),
-        ("tables", {"--out-md": "/dev/null", **DERIVED}, "--out-md /dev/null: a device, beside which no CSV or HTML"),
+        ("tables", {"--out-md": "/dev/null", **DERIVED}, "--out-csv (default) /dev/null.csv: would be a new"),
+        ("translate", {"--out": "/dev/null", "--nbest": "2"}, "--out's .nbest /dev/null.nbest: would be a new file in"),
         ("vocab", {"--out-tgt": "s.vocab", "--out-src": "s.model"}, "--out-tgt {o}/s.vocab and --out-src's .vocab"),
         ("train", {"--out": "metrics.jsonl", "--checkpoints": "checkpoints"}, "--out {o}/metrics.jsonl and --metrics"),
     ],
@@ -232,7 +233,7 @@ def test_an_output_a_command_derives_is_guarded_as_one_it_is_given(command, opti
         argv = (
             drop(argv, option)
             if value is None
-            else set_value(argv, option, value if value[0] == "/" else str(o / value))
+            else set_value(argv, option, value if value[0] == "/" or value.isdigit() else str(o / value))
         )
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip()

@@ -16,7 +16,6 @@ paired bootstrap and `aiayn.evaluation.replicates`' stratified test).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pandas as pd
@@ -453,14 +452,11 @@ def check_spec(experiments: list) -> None:
 
 def table_files(number: int, results, config, *, out_md=None, out_csv=None, out_html=None) -> tuple[Path, Path, Path]:
     """Where table `number` is written: `out_md` or the results' tables folder (`results`, else the
-    study `config`'s), the CSV and the HTML beside the Markdown where not given. Derived from a device
-    (/dev/stdout), they would be files beside it: refused, naming the option to give."""
+    study `config`'s), the CSV and the HTML beside the Markdown where not given (beside a device, the
+    command's guard refuses them: aiayn.io.guard_outputs)."""
     if out_md is None:
         out_md = Layout(str(results or (cfg.load(config)["results"] if config else "results"))).table(number, "md")
     md = Path(out_md)
-    if (out_csv is None or out_html is None) and os.path.realpath(md.parent) in ("/dev", "/proc/self/fd"):
-        raise UserError(f"--out-md {md}: a device, beside which no CSV or HTML can be written; give "
-                        "--out-csv and --out-html too")  # fmt: skip
     return md, Path(out_csv or md.with_suffix(".csv")), Path(out_html or md.with_suffix(".html"))
 
 
