@@ -203,7 +203,7 @@ BUGS = {
         ["check initialisation failed", "src_embed has std"]),
     "the optimizer stepped at each micro-batch": (TRAIN, "            total += loss.detach()\n",
         "            total += loss.detach()\n            if j < len(mine) - 1:\n                self.optimizer.step()\n",
-        ["the optimizer's steps", "2 steps in an update of 2 micro-batches"]),
+        ["the number of optimizer steps", "2 steps in an update of 2 micro-batches"]),
     "dropout reseeded alike at each micro-batch": (TRAIN, "seed_dropout(self.tr[\"seed\"], first + j, self.env.device)",
         "seed_dropout(self.tr[\"seed\"], 0, self.env.device)", ["the dropout (training mode)", "drew the dropout masks of"]),
     "the dev pass in training mode": (TRAIN, "        self.model.eval()\n        dev =", "        dev =",
@@ -265,6 +265,12 @@ HARMLESS = {
         "    def forward(self, x: Tensor) -> Tensor:\n        return self.W_2(F.relu(self.W_1(x)))",
         "        self.W_1 = nn.Conv1d(cfg.d_model, cfg.d_ff, 1)\n        self.W_2 = nn.Conv1d(cfg.d_ff, cfg.d_model, 1)\n\n"
         "    def forward(self, x: Tensor) -> Tensor:\n        return self.W_2(F.relu(self.W_1(x.transpose(1, 2)))).transpose(1, 2)"),
+    "the decoder layer's FFN renamed feed_forward": (T,
+        "        self.ffn = FeedForward(cfg)\n        self.sub = nn.ModuleList([SublayerConnection(cfg) for _ in range(3)])",
+        "        self.feed_forward = FeedForward(cfg)\n        self.sub = nn.ModuleList([SublayerConnection(cfg) for _ in "
+        "range(3)])", "memory, src_mask))\n        return self.sub[2](x, self.ffn)",
+        "memory, src_mask))\n        return self.sub[2](x, self.feed_forward)", "        return self.sub[2](x, self.ffn)",
+        "        return self.sub[2](x, self.feed_forward)"),
     "positions counted from 1 in training and decoding alike": (T,
         "return sinusoidal_positions(length, self.d_model, offset).to(device)",
         "return sinusoidal_positions(length, self.d_model, offset + 1).to(device)"),

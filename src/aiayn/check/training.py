@@ -47,7 +47,7 @@ class Training:
             self.initial = {n: (tuple(t.shape), float(t.double().std())) for n, t in up.before.items() if t.numel() > 1}
         if not all(bool(torch.isfinite(t).all()) for t in [s.logits for s in up.seen] + [*up.grads.values()]):
             if up.step == 1:  # from the weights as drawn: the code's, not the rate's (the trainer stops too)
-                self.departure = Departure("the logits and gradients", "the weights as drawn", seen="not finite")
+                self.departure = Departure("the first update", "the weights as drawn", seen="not finite")
             self.nonfinite = up.step
             up.seen = []
         for m, (seen, pairs) in enumerate(zip(up.seen, up.plan)):
@@ -82,7 +82,7 @@ class Training:
         cfg, tr = self.cfg, self.tr
         if up.steps != 1:
             said = f"{up.steps} steps in an update of {len(up.seen)} micro-batches (one, on their summed gradient)"
-            return Departure("the optimizer's steps", "the update", seen=said)
+            return Departure("the number of optimizer steps", "the update", seen=said)
         params = {n: t.to(DTYPE).requires_grad_(True) for n, t in up.before.items()}  # the snapshot itself
         outs = [[paper_rows(self.corpus, i)[2] for i in s.pairs] for s in up.seen]  # the targets trained
         tokens, targets = sum(len(o) for rows in outs for o in rows), []
@@ -128,7 +128,7 @@ def parameters(model) -> Departure | None:
     ids = {id(t) for t in model.paper_map()[0].values()}
     extra = ", ".join([n for n, p in model.named_parameters() if id(p) not in ids][:3])
     said = f"parameters outside §3's map (§3 has none such, or not in this shape): {extra}"
-    return Departure("the parameters", "the model", seen=said) if extra else None
+    return Departure("the set of parameters", "the model", seen=said) if extra else None
 
 
 def masks_said(seen, cfg) -> str | None:

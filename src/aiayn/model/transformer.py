@@ -201,6 +201,21 @@ def linears_of(part: nn.Module) -> list[nn.Module]:
     return named if all(is_linear(m) for m in named) else found
 
 
+def sublayers_of(layer: nn.Module) -> list[nn.Module]:
+    """A layer's sublayers in §3's order (self-attention, encoder-decoder attention, FFN), whatever order it
+    defines them in: its attributes self_attn, cross_attn and ffn; one named otherwise is found by what it holds
+    (2 linears: the FFN; more: an attention, the free ones in definition order); none named: the layer itself."""
+    slots = {a: getattr(layer, a, None) for a in ("self_attn", "cross_attn", "ffn")}
+    if all(m is None for m in slots.values()):
+        return [layer]
+    taken = {id(m) for m in slots.values()}
+    for child in (c for c in layer.children() if id(c) not in taken):
+        n = sum(map(is_linear, child.modules()))
+        free = [a for a, m in slots.items() if n and m is None and (a == "ffn") == (n == 2)]
+        slots |= {free[0]: child} if free else {}
+    return [m for m in slots.values() if m is not None]
+
+
 class Transformer(nn.Module):
     """Encoder-decoder Transformer (§3) with tied embeddings and pre-softmax projection (§3.4)."""
 
@@ -246,7 +261,7 @@ class Transformer(nn.Module):
         reads the model through it alone, aiayn.check.reference): each sublayer's linears by their
         names (W_q, W_k, W_v, W_o; W_1, W_2), defined in any order, or where a sublayer lacks those
         names by order (renamed or regrouped: Q, K, V, O; the FFN's two), and each layer's norms in
-        order (the sublayers are found by their attributes self_attn, cross_attn and ffn); and the
+        order (the sublayers as `sublayers_of` finds them, by their attributes or what they hold); and the
         encoder's and decoder's layers, whose inputs and outputs locate a difference. Under a shared
         vocabulary "src_embed" is "tgt_embed"'s tensor, which is also the projection (§3.4)."""
         roles = {"src_embed": self.src_embed.weight, "tgt_embed": self.tgt_embed.weight}
@@ -256,9 +271,7 @@ class Transformer(nn.Module):
         for stack, (layers, attentions) in stacks.items():
             names = [f"{a}.{w}" for a in attentions for w in ("W_q", "W_k", "W_v", "W_o")] + ["ffn.W_1", "ffn.W_2"]
             for i, layer in enumerate(layers):
-                # the linears sublayer by sublayer, whatever order the layer defines its sublayers in
-                parts = [getattr(layer, a) for a in ("self_attn", "cross_attn", "ffn") if hasattr(layer, a)] or [layer]
-                linears = [m for part in parts for m in linears_of(part)]
+                linears = [m for part in sublayers_of(layer) for m in linears_of(part)]
                 # the norms: what holds a gain vector of its own (nn.LayerNorm, or one written by hand)
                 norms = [m for m in layer.modules() if getattr(m, "weight", None) is not None and m.weight.dim() == 1]
                 for name, m in [*zip(names, linears), *((f"norm{j}", m) for j, m in enumerate(norms))]:
