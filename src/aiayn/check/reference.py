@@ -11,8 +11,7 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
-# the model's own precision (the reference's rounding is 1e-6 of the model's at usual sizes, against tolerances
-# of 1e-3); float64 doubles its memory, 3.4 GB more for the big model (docs/falls-short.md)
+# the model's own: a rounding 1e-6 of its values against tolerances of 1e-3 (float64: 3.4 GB more for big)
 DTYPE = torch.float32
 LN_EPS = 1e-5  # torch's and tensor2tensor's alike: far below the tolerances' effect
 
