@@ -172,6 +172,17 @@ def test_invalid_utf8_names_file_and_line(tmp_path):
     assert not list(out.glob("train.*"))
 
 
+def test_a_nul_byte_is_no_text_but_a_corpus_cleans_it(tmp_path):
+    """Text holds no NUL byte: a file given to be read as text that has one is refused, naming the line;
+    a training corpus (a web crawl may hold one) has it made a space, counted with the line separators."""
+    (tmp_path / "input.txt").write_bytes(b"one\ntw\0o\n")
+    with pytest.raises(UserError, match=r"input.txt, line 2: holds a NUL byte"):
+        list(read_lines(tmp_path / "input.txt"))
+    archive = corpus_archive(tmp_path, ["a b", "c d", "e f"], b"a b\nc\0d\ne f\n")
+    report = prepare_train(MEMBERS, {"nc": str(archive)}, CLEAN, **outputs(tmp_path / "data"))
+    assert report["separators_replaced"] == 1 and (tmp_path / "data/train.tgt").read_text().splitlines()[1] == "c d"
+
+
 def test_nel_inside_lines_keeps_alignment(tmp_path):
     en = gzip.open(shared("wmt_news_2008_2012", "en-de", "newssyscomb2009.en.gz"), "rb").read()
     de = gzip.open(shared("wmt_news_2008_2012", "en-de", "newssyscomb2009.de.gz"), "rb").read()

@@ -30,7 +30,7 @@ from aiayn.io import atomic_paths, readable, scratch_dir, together
 from aiayn.runtime import records
 from aiayn.runtime.lines import read_lines
 
-SEPARATORS = re.compile("[\u0085\u2028\u2029]")
+SEPARATORS = re.compile("[\u0085\u2028\u2029\0]")  # line separators a line may hold, and NUL
 SEG = re.compile(r"<seg[^>]*>(.*?)</seg>", re.IGNORECASE | re.DOTALL)
 SEG_TAG = re.compile(r"<(/?)seg\b[^>]*>", re.IGNORECASE)
 # what reading a damaged archive raises; TypeError, struct.error: tarfile's own reading of a stream cut
@@ -131,7 +131,7 @@ def read_side(path: str | os.PathLike, label: str) -> Iterator[str]:
     if str(label).endswith(".sgm") or str(label).endswith(".sgm.gz"):
         yield from sgml_segments(path, label)
     else:
-        yield from read_lines(path, label)
+        yield from read_lines(path, label, nul=True)  # a NUL byte: made a space by `normalize`, counted
 
 
 def aligned(src: Path, tgt: Path, src_label: str, tgt_label: str) -> Iterator[tuple[str, str]]:
@@ -166,7 +166,7 @@ def keep_reason(src: str, tgt: str, *, min_len: int, max_len: int, max_ratio: fl
 
 
 def normalize(line: str) -> tuple[str, int]:
-    """The line with NEL / LS / PS made spaces and outer whitespace stripped, and how many there were."""
+    """The line with NEL / LS / PS (and NUL) made spaces and outer whitespace stripped, and how many there were."""
     fixed, count = SEPARATORS.subn(" ", line)
     return fixed.strip(), count
 

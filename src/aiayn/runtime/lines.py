@@ -29,10 +29,11 @@ def _lines(f, label: str) -> Iterator[bytes]:
 
 
 def read_lines(
-    path: str | os.PathLike, label: str | None = None, *, keep_bom: bool = False, what: str = "a text file"
+    path: str | os.PathLike, label: str | None = None, *, keep_bom: bool = False, what: str = "a text file", nul=False
 ) -> Iterator[str]:
     """Lines of a (possibly gzipped) UTF-8 file, split on "\\n" only, without the line end or (unless
-    `keep_bom`) a leading byte-order mark."""
+    `keep_bom`) a leading byte-order mark; a NUL byte, which no text holds (a binary or damaged file), refused
+    unless `nul` (a corpus whose cleaning replaces it)."""
     label = label or str(path)
     with open_text(path, what) as f:
         for number, raw in enumerate(_lines(f, label), start=1):  # binary iteration splits on b"\n" only
@@ -40,6 +41,9 @@ def read_lines(
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
                 raise UserError(f"{label}, line {number}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
+            if "\0" in line and not nul:
+                raise UserError(f"{label}, line {number}: holds a NUL byte, which text does not (a binary or damaged "
+                                "file?); give the text file")  # fmt: skip
             if number == 1 and not keep_bom:
                 line = line.removeprefix("\ufeff")  # a byte-order mark is not text (an editor's, Windows')
             yield line.rstrip("\n").rstrip("\r")
