@@ -5,6 +5,7 @@ profile gives it."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from conftest import ROOT, planned_jobs, snakemake
@@ -160,23 +161,43 @@ def test_a_nodes_memory_is_each_trainer_process_times_the_processes(paper, tmp_p
         ("empty", "not the rehearsal's cost table (its header None"),
         ("requests 64G", '--requests: train: {"mem_mb": "64G"} is not {resource: whole number}'),
         ("requests list", "--requests: train: \\[64000\\] is not"),
+        ("requests of a rule misspelt", "--requests: 'trian' is no rule of the workflow"),
+        ("bytes for MiB", "the train job base-en-de's peak memory 5400000000000.0 MiB is not in [0, 2^24]"),
+        ("benchmark folder", "--benchmark {tmp}/gpu: a folder, not benchmarks/gpu.py's JSON result"),
     ],
 )
 def test_what_the_plan_reads_is_read_as_data(paper, tmp_path, given, said):
     """A --costs that is a folder, the Markdown table or an empty file, and --requests that are not
     whole numbers, are refused in one line naming them, never taken as "no measurement"."""
-    costs, requests = tmp_path / "cost.csv", {"train": {"mem_mb": 64000}}
+    costs, requests, benchmark = tmp_path / "cost.csv", {"train": {"mem_mb": 64000}}, None
     if given == "folder":
         costs.mkdir()
     elif given == "markdown":
         costs.write_text("| rule | job | max_rss_mib |\n|---|---|---|\n| train | base-en-de | 7260 |\n")
     elif given == "empty":
         costs.write_text("")
+    elif given == "bytes for MiB":
+        costs.write_text("rule,job,max_rss_mib\ntrain,base-en-de,5400000000000\n")
+    elif given == "benchmark folder":
+        (benchmark := tmp_path / "gpu").mkdir()
+    elif given == "requests of a rule misspelt":
+        requests = {"trian": {"mem_mb": 64000}}
     else:
         requests = {"train": {"mem_mb": "64G"}} if given == "requests 64G" else {"train": [64000]}
         costs = None
-    with pytest.raises(UserError, match=said.replace("(", "\\(").replace(")", "\\)")):
-        plan.plan([paper["base-en-de"]], gpu="H100", gpus=8, costs=costs, requests=requests)
+    literal = given in ("requests of a rule misspelt", "bytes for MiB", "benchmark folder")
+    with pytest.raises(UserError, match=re.escape(said.format(tmp=tmp_path)) if literal else
+                       said.replace("(", "\\(").replace(")", "\\)")):  # fmt: skip
+        plan.plan([paper["base-en-de"]], gpu="H100", gpus=8, costs=costs, requests=requests, benchmark=benchmark)
+
+
+def test_a_benchmark_not_there_yet_is_said(paper, tmp_path):
+    """The plan rule always passes benchmarks/gpu.json, there or not: where it is not, the plan takes the
+    paper's MFU and says so, naming the path (a typo among them)."""
+    said = []
+    plan.write_plan([paper["base-en-de"]], tmp_path / "plan.md", gpu="H100", gpus=8, benchmark=tmp_path / "gpu.jsn",
+                    log=said.append)  # fmt: skip
+    assert f"--benchmark {tmp_path / 'gpu.jsn'}: no such file yet, the plan takes the paper's MFU" in said[0]
 
 
 def test_the_command_prints_the_paper_studys_totals_for_p100_and_h100(tmp_path, capsys):

@@ -102,7 +102,9 @@ def measured_mfu(benchmark: Path | None, gpu: str) -> list[Measured]:
     """What benchmarks/gpu.py measured on `gpu`, one `Measured` per precision with both base and big
     (its uncompiled trainer's updates; none where there is no such file; another GPU's, not used for `gpu`);
     a file that is not such a result is refused naming it."""
-    if benchmark is None or not benchmark.is_file():
+    if benchmark is not None and benchmark.is_dir():
+        raise UserError(f"--benchmark {benchmark}: a folder, not benchmarks/gpu.py's JSON result; give that file")
+    if benchmark is None or not benchmark.is_file():  # none measured yet (write_plan says so)
         return []
     try:
         report = json.loads(readable(benchmark, "a GPU benchmark result").read_text(encoding="utf-8"))
@@ -183,8 +185,8 @@ def measured_costs(path: Path | None) -> dict[tuple[str, str], float]:
                 raise ValueError(f"its header {table.fieldnames} lacks rule, job or max_rss_mib")
             for r in table:
                 rss = float(r.get("max_rss_mib") or r.get("max_rss_mb") or "nan")
-                if not math.isfinite(rss) or rss < 0:
-                    raise ValueError(f"the {r['rule']} job {r['job']}'s peak memory {rss} is no number >= 0")
+                if not math.isfinite(rss) or not 0 <= rss <= 2**24:  # 16 TiB: no process's, in MiB
+                    raise ValueError(f"the {r['rule']} job {r['job']}'s peak memory {rss} MiB is not in [0, 2^24]")
                 if r.get("exit", "0") in ("0", "0.0"):  # a failed start's row never stands for its good one
                     rows[(r["rule"], r["job"])] = max(rss, rows.get((r["rule"], r["job"]), 0.0))
     except (ValueError, KeyError, TypeError, UnicodeDecodeError, csv.Error) as exc:
@@ -194,7 +196,11 @@ def measured_costs(path: Path | None) -> dict[tuple[str, str], float]:
 
 def checked_requests(requests: dict) -> dict:
     """--requests: {rule: {resource: value}}, each value a whole number >= 0 (mem_mb in MiB, gpu, nodes...)."""
+    import importlib.util
+
     for rule, res in requests.items():
+        if importlib.util.find_spec(f"aiayn.commands.{rule.replace('-', '_')}") is None:  # a rule is its command
+            raise UserError(f"--requests: {rule!r} is no rule of the workflow (a rule is named as its command)")
         if not isinstance(res, dict) or not all(isinstance(v, int) and v >= 0 for v in res.values()):
             raise UserError(f"--requests: {rule}: {json.dumps(res)} is not {{resource: whole number}} (mem_mb in MiB)")
     return requests
@@ -372,6 +378,8 @@ def write_plan(
         checked(experiments), gpu=gpu, gpus=gpus, nodes=nodes, requests=requests, benchmark=benchmark, costs=costs
     )
     text = document(rows, totals, requests)
+    if benchmark is not None and not benchmark.exists():
+        log(f"--benchmark {benchmark}: no such file yet, the plan takes the paper's MFU (benchmarks/gpu.py writes it)")
     atomic_write_text(out, text)
     log(text)
     return rows, totals
