@@ -221,6 +221,7 @@ DERIVED = {"--out-csv": None, "--out-html": None}  # the CSV and the HTML beside
         ("translate", {"--out": "/dev/null", "--nbest": "2"}, "--out's .nbest /dev/null.nbest: would be a new file in"),
         ("vocab", {"--out-tgt": "s.vocab", "--out-src": "s.model"}, "--out-tgt {o}/s.vocab and --out-src's .vocab"),
         ("train", {"--out": "metrics.jsonl", "--checkpoints": "checkpoints"}, "--out {o}/metrics.jsonl and --metrics"),
+        ("train", {"--checkpoints": "ck", "--tensorboard": "ck"}, "--checkpoints {o}/ck and --tensorboard {o}/ck"),
     ],
 )
 def test_an_output_a_command_derives_is_guarded_as_one_it_is_given(command, options, said, world, tmp_path, capsys):

@@ -331,6 +331,10 @@ def guard(command: str | None, args) -> None:
     for option, path, kind in inputs:
         if kind in ("folder", "run folder") and os.path.lexists(path) and not os.path.isdir(path):
             raise UserError(f"{option} {path}: not a folder, where a folder is meant; give the folder's path")
+    runs = [(option, path) for option, path, kind in inputs if kind == "run folder"]  # each written in, as outputs
+    for n, (option, path) in enumerate(runs):
+        if other := next((f"{o} {p}" for o, p in runs[n + 1 :] if os.path.realpath(p) == os.path.realpath(path)), 0):
+            raise UserError(f"{option} {path} and {other} are one folder: give each its own")
     guard_outputs(outputs, inputs)
 
 
