@@ -94,6 +94,24 @@ def test_a_folder_someone_else_filled_is_never_replaced(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == [io.OUTPUT_MARK, "c.txt"]
 
 
+def test_a_writers_own_error_of_the_disk_names_the_output(tmp_path):
+    """A library that reports a full disk in its own exception (safetensors' Rust "os error 28", a wrapped
+    "[Errno 28]") inside an atomic write is said as the file system error it is, naming the output; any other
+    error of it is left as it is (a bug keeps its traceback)."""
+    import errno
+
+    class SafetensorError(Exception):
+        pass
+
+    for write in (io.atomic_dir, io.atomic_path):
+        with pytest.raises(OSError) as caught, write(tmp_path / "out"):
+            raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+        assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(tmp_path / "out")
+        with pytest.raises(SafetensorError), write(tmp_path / "out"):
+            raise SafetensorError("Error while serializing: a tensor that is not contiguous")
+    assert sorted(tmp_path.iterdir()) == []
+
+
 def test_two_writers_of_one_file_never_share_a_temporary_file(tmp_path):
     with atomic_paths(tmp_path / "x") as (one,), atomic_paths(tmp_path / "x") as (two,):
         assert one != two

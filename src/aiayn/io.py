@@ -281,8 +281,11 @@ def atomic_paths(*targets: str | os.PathLike) -> Iterator[list[Path]]:
             temps.append(Path(tmp))
         yield temps
     except BaseException as exc:
+        said = refused_by_disk(exc, givens)
         _name_the_target(exc, temps, givens)
         _remove(temps)
+        if said is not None:
+            raise said from None
         raise
 
     def finish() -> None:
@@ -483,6 +486,19 @@ def write_failure(target: str | os.PathLike, original: BaseException, needed: in
     return original
 
 
+def refused_by_disk(exc: BaseException, targets: list) -> OSError | None:
+    """A writer's own exception, not an OSError (safetensors', sentencepiece's, torch's), that is one of the disk:
+    the error number its text gives as Rust or Python write it ("os error 28", "[Errno 28]"), or the disk of a
+    target refusing a write now (probed before what was written is removed); as the OSError naming that target,
+    which the error boundary says in one line. None otherwise."""
+    if not isinstance(exc, Exception) or isinstance(exc, (OSError, UserError)) or not targets:
+        return None
+    if (code := re.search(r"os error (\d+)|\[Errno (\d+)\]", str(exc))) and int(code[1] or code[2]) in WRITING:
+        number = int(code[1] or code[2])
+        return OSError(number, os.strerror(number), str(targets[0]))
+    return next((said for t in targets if isinstance(said := write_failure(t, None), OSError)), None)
+
+
 def _name_the_target(exc: BaseException, temps: list[Path], targets: list[Path]) -> None:
     """A write that failed for want of space (or on a read-only disk) names the output the user gave,
     the one that could not be written: not our temporary file (gone by the time the line is read),
@@ -561,8 +577,11 @@ def atomic_dir(target: str | os.PathLike) -> Iterator[Path]:
         else:
             os.rename(tmp, target)
         _fsync(target.parent)
-    except BaseException:
+    except BaseException as exc:
+        said = refused_by_disk(exc, [target])
         shutil.rmtree(tmp, ignore_errors=True)
+        if said is not None:
+            raise said from None
         raise
 
 
