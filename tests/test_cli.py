@@ -406,12 +406,15 @@ def test_a_reader_gone_ends_the_command_quietly(what):
 @pytest.mark.parametrize("what", sorted(PRINTING))
 def test_standard_output_on_a_full_disk_is_one_line_naming_it(what):
     """`> /dev/full`: one line naming standard output, exit 2 (argparse alone drops a help text it
-    could not write and exits 0)."""
+    could not write and exits 0); so is `>&-`, a standard output closed (Python's print writes nowhere)."""
     with open("/dev/full", "w") as full:
         run = subprocess.run([*AIAYN, *PRINTING[what]], stdout=full, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     err = run.stderr.strip().splitlines()
     assert run.returncode == 2 and len(err) == 1, run.stderr
     assert err[0].startswith("aiayn") and "standard output: no space left" in err[0], err
+    closed = subprocess.run(["sh", "-c", '"$0" "$@" >&-', *AIAYN, *PRINTING[what]], capture_output=True, text=True,
+                            cwd=ROOT)  # fmt: skip
+    assert closed.returncode == 2 and "error: standard output is closed" in closed.stderr, closed.stderr
 
 
 def test_what_a_user_may_mistype_or_press_twice_is_said_in_one_line(tmp_path):

@@ -395,7 +395,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
     code = None
-    wrapped = sys.stdout is sys.__stdout__ and sys.stdout is not None
+    if sys.stdout is None:  # its file descriptor closed (`>&-`): what the command says would go nowhere
+        with contextlib.suppress(OSError, AttributeError):
+            print(f"aiayn{' ' + command if command else ''}: error: {STDOUT} is closed; give it a file (> FILE, "
+                  "> /dev/null) or the terminal", file=sys.stderr, flush=True)  # fmt: skip
+        return EXIT_USER
+    wrapped = sys.stdout is sys.__stdout__
     if wrapped:
         sys.stdout = _Stdout(sys.stdout)
     try:
