@@ -178,6 +178,20 @@ def test_a_torn_metrics_line_does_not_stop_a_resume(tmp_path):
     assert [json.loads(line)["step"] for line in path.read_text().splitlines()][-1] == 8
 
 
+def test_a_resume_whose_metrics_were_removed_says_its_records_start_there(tmp_path):
+    """A run resumed with its metrics.jsonl gone (removed, emptied) trains on and says that its records start
+    at the resumed step; a resume with its records there says nothing of it."""
+    settings = toy.settings(steps=8, checkpoint_interval=4)
+    assert toy.train_in_process(tmp_path, settings, max_updates=6) == EXIT_DONE
+    (tmp_path / "metrics.jsonl").unlink()
+    said = []
+    assert run(toy.make_trainer(tmp_path, settings, log=said.append), False) == EXIT_DONE
+    assert [m for m in said if "holds no record of this run's first 4 updates" in m], said
+    said.clear()
+    assert run(toy.make_trainer(tmp_path, toy.settings(steps=12, checkpoint_interval=4), log=said.append), False) == 0
+    assert not [m for m in said if "holds no record" in m], said
+
+
 def test_killed_checkpoint_writes_are_cleaned_at_the_next_start(tmp_path):
     settings = toy.settings(steps=4)
     folder = tmp_path / "checkpoints"

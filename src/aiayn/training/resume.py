@@ -173,6 +173,9 @@ def restore(trainer) -> None:
         )
     trainer.log(f"resumed from step {trainer.step}")
     if env.main:
+        if not metrics.read(files.metrics).start:  # its records removed (or emptied) since: said, not rewritten
+            trainer.log(f"warning: {files.metrics} holds no record of this run's first {trainer.step} updates "
+                        f"(removed?): its curves and hours start at step {trainer.step}")  # fmt: skip
         metrics.truncate(files.metrics, trainer.step)
         evaluate_missing(trainer, state["model"])
     barrier(env)
