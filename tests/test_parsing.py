@@ -176,6 +176,17 @@ def test_evalb_command(tmp_path):
     assert "Complete match            =   0.00" in run.stdout
 
 
+def test_a_tree_no_sentence_has_is_refused_before_it_is_scored(tmp_path):
+    """A tree of 100,000 nested brackets (its brackets matched pair by pair, it ran for minutes) is refused
+    naming the file and line; EVALB's own arrays stop at 200."""
+    from aiayn.errors import UserError
+    from aiayn.parsing.evalb import evalb_files
+
+    (tmp_path / "gold").write_text(GOLD + "\n" + "(S " * 100_000 + "x" + ")" * 100_000 + "\n")
+    with pytest.raises(UserError, match=r"gold, line 2: a tree of more than 2,000 brackets"):
+        evalb_files(tmp_path / "gold", tmp_path / "gold")
+
+
 @pytest.mark.slow
 def test_tiny_parsing_run_through_the_dag_on_the_sample(sample, tmp_path):
     """Train on section 00 of the NLTK sample, parse section 01, score with EVALB: the Table 4 branch."""

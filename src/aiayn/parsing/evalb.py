@@ -22,7 +22,8 @@ sentences and four edge cases): every per-sentence row, every error line and bot
 Differences, on malformed input only: EVALB aborts once its errors pass MAX_ERROR (at its 12th
 error line) and on a line it cannot read past (a word outside a preterminal, a bracket of three
 elements), and its arrays stop at 200 words or brackets and 5,000 characters a line; we count
-every error sentence and go on, at any size. For a line with a close bracket too many EVALB's
+every error sentence and go on, up to MOST_BRACKETS a tree (a file with a larger one is refused: its
+brackets are matched pair by pair). For a line with a close bracket too many EVALB's
 message says "too many open bracket" (it pops below its stack), ours "too many close bracket".
 """
 
@@ -34,6 +35,7 @@ from aiayn.errors import UserError
 from aiayn.parsing.trees import parse_trees, restore
 from aiayn.runtime.lines import read_lines
 
+MOST_BRACKETS = 2000  # 10 x EVALB's arrays: no sentence's parse holds more
 ASCII_SPACE = frozenset(" \t\n\v\f\r")  # C's isspace: a no-break space is part of a word
 TERMINATORS = ASCII_SPACE | {"(", ")"}
 
@@ -334,6 +336,10 @@ def evalb_files(gold_path: str, test_path: str, log=print) -> dict:
     every error line and the summary are logged, as EVALB prints them, and each malformed gold
     tree is named."""
     gold, test = list(read_lines(gold_path)), list(read_lines(test_path))
+    for path, lines in ((gold_path, gold), (test_path, test)):
+        if big := next((n for n, line in enumerate(lines, 1) if line.count("(") > MOST_BRACKETS), None):
+            raise UserError(f"{path}, line {big}: a tree of more than {MOST_BRACKETS:,} brackets (EVALB reads 200): "
+                            "no sentence's parse; check the file")  # fmt: skip
     if not any(line.strip() for line in gold):
         raise UserError(f"{gold_path}: no trees to score; give the gold trees, one per line")
     extra = len(test) - len(gold)
