@@ -69,15 +69,31 @@ def cpu_model() -> str:
     return "{} family {} model {}".format(*(f[1] for f in found)) if all(found) else ""
 
 
+KERNELS = ("default", "avx2", "avx512")  # torch's ATEN_CPU_CAPABILITY values
+RECORD_COLUMNS = ("date", "machine", "kernels", "python", "torch", "threads_per_job", "source")
+
+
+def records_columns(path: Path) -> list[str]:
+    """The columns of the records at `path` (docs/demo-runs.csv): refused in one line where it is not such
+    a table (a Markdown table, another CSV, an empty file, a folder)."""
+    from aiayn.errors import UserError
+    from aiayn.io import readable
+
+    with open(readable(path, "the demo's records (docs/demo-runs.csv)"), encoding="utf-8") as f:
+        columns = next(csv.reader(f), [])
+    if columns[: len(RECORD_COLUMNS)] != list(RECORD_COLUMNS):
+        raise UserError(f"--record {path}: not the demo's records (its first columns are not "
+                        f"{', '.join(RECORD_COLUMNS)}); give docs/demo-runs.csv")  # fmt: skip
+    return columns
+
+
 def record(path: Path, runs: dict[tuple[str, int], dict[str, float]]) -> None:
     """Each run appended to the records (docs/demo-runs.csv), in its columns: the demo profile runs
     each job that makes a figure on one thread."""
     import torch
 
-    with open(path, encoding="utf-8") as f:
-        columns = next(csv.reader(f))
     with open(path, "a", encoding="utf-8", newline="") as f:
-        out = csv.DictWriter(f, columns, lineterminator="\n")
+        out = csv.DictWriter(f, records_columns(path), lineterminator="\n")
         for (kernel, cores), found in runs.items():
             out.writerow({
                 "date": time.strftime("%Y-%m-%d"), "machine": cpu_model(), "kernels": kernel,
@@ -107,12 +123,16 @@ def demo(kernel: str, cores: int, env: dict) -> tuple[dict[str, float], float]:
 
 def main() -> None:
     from aiayn.commands import at_least
+    from aiayn.io import writable
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kernels", nargs="+", default=["default", "avx2", "avx512"])
+    parser.add_argument("--kernels", nargs="+", choices=KERNELS, default=list(KERNELS))
     parser.add_argument("--cores", nargs="+", type=at_least(1), default=[2], help="a run per kernel and --cores value")
     parser.add_argument("--record", type=Path, help="the records to append each run to: docs/demo-runs.csv")
     args = parser.parse_args()
+    if args.record:  # the records are checked before the runs (25 minutes), not after
+        records_columns(args.record)
+        writable(args.record)
     env = {k: v for k, v in os.environ.items() if k != "SNAKEMAKE_PROFILE"}
     env["PYTHONPATH"] = str(ROOT / "src")
     env.setdefault("XDG_CACHE_HOME", tempfile.gettempdir() + "/aiayn-bench-cache")

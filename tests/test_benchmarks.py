@@ -87,3 +87,22 @@ def test_every_benchmark_script_bounds_its_numbers_and_ends_bad_input_in_one_lin
         assert types != ["int"], f"{script}: {ast.unparse(call)}: a count with no bound (aiayn.commands.at_least)"
     main = next(n for n in tree.body if isinstance(n, ast.If) and "__main__" in ast.unparse(n.test))
     assert "boundary(" in ast.unparse(main), script
+
+
+@pytest.mark.parametrize(
+    "given, said",
+    [
+        (["--kernels", "bogus"], "argument --kernels: invalid choice: 'bogus'"),
+        (["--kernels", "default", "--record", "{tmp}/rec.md"], "--record {tmp}/rec.md: not the demo's records"),
+        (["--kernels", "default", "--record", "{tmp}/none.csv"], "{tmp}/none.csv: not found"),
+    ],
+)
+def test_the_demo_kernels_benchmark_checks_its_arguments_before_its_runs(tmp_path, given, said):
+    """Each run is a whole demo (about 25 minutes for three): a kernel torch has not, or records that are not
+    docs/demo-runs.csv (a Markdown table, a missing file), are said in one line before the first."""
+    (tmp_path / "rec.md").write_text("| a | b |\n|---|---|\n| 1 | 2 |\n")
+    argv = [a.format(tmp=tmp_path) for a in given]
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks/demo_kernels.py"), *argv], capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+    assert run.returncode == 2 and said.format(tmp=tmp_path) in run.stderr.strip().splitlines()[-1], run.stderr
+    assert (tmp_path / "rec.md").read_text().endswith("| 1 | 2 |\n")
