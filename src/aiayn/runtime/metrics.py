@@ -71,9 +71,11 @@ def _cut_torn_line(path, fd: int, size: int) -> None:
     os.ftruncate(fd, data.rfind(b"\n") + 1)
 
 
-def _records(path: Path) -> list[dict]:
+def _records(path: Path, torn: bool = False) -> list[dict]:
     """The records of a metrics file, each checked against the schema of its kind (aiayn.runtime.records);
-    none when there is no file yet (a run not started)."""
+    none when there is no file yet (a run not started). A last line cut short (its writer killed while
+    writing it) is left out where `torn` (the run's own trainer, which cuts it), else refused: a reader of a
+    finished run would take an earlier record for the last."""
     if not path.exists() and not path.is_symlink():
         return []
     readable(path, "a metrics file")
@@ -90,7 +92,10 @@ def _records(path: Path) -> list[dict]:
             kind(rec)
         except ValueError:
             if i == len(lines) - 1 and not text.endswith("\n"):  # a torn last line: a crash while it was written
-                break  # (a whole line ends with its newline: one that does is someone's text, never torn)
+                if torn:  # (a whole line ends with its newline: one that does is someone's text, never torn)
+                    break
+                raise MetricsError(f"{path}, line {i + 1}: cut short (its writer killed while writing it?); remove "
+                                   "that line, or resume the run, which cuts it") from None  # fmt: skip
             raise MetricsError(f"{path}, line {i + 1}: not a metrics record; remove that line") from None
         records.check(rec, f"metrics {kind(rec)}", f"{path}, line {i + 1}")
         out.append(rec)
@@ -109,13 +114,13 @@ class Records:
     dev: list[dict] = field(default_factory=list)
 
 
-def read(path: str | os.PathLike) -> Records:
+def read(path: str | os.PathLike, *, torn: bool = False) -> Records:
     out = Records()
     path = Path(path)
     if not path.exists():
         return out
     first_wall = None
-    for rec in _records(path):
+    for rec in _records(path, torn):
         k = kind(rec)
         if k == "start" and first_wall is None:
             first_wall = rec["wall"]
@@ -176,5 +181,5 @@ def truncate(path: str | os.PathLike, step: int) -> None:
     """Drop records past `step` (left by a job that died after its last checkpoint)."""
     path = Path(path)
     if path.exists():
-        keep = [r for r in _records(path) if r.get("step", 0) <= step]
+        keep = [r for r in _records(path, torn=True) if r.get("step", 0) <= step]
         atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in keep))

@@ -83,7 +83,7 @@ def finished_work(files, interval: int) -> str:
     `interval` (a checkpoint was written); empty where there is none (a first start, or a run killed
     before its first checkpoint)."""
     kept = [step for step, _ in checkpoint.list_checkpoints(files.checkpoints)]
-    records = metrics.read(files.metrics) if files.metrics.exists() else metrics.Records()
+    records = metrics.read(files.metrics, torn=True) if files.metrics.exists() else metrics.Records()
     past = max([r["step"] for r in records.progress if r["step"] >= interval], default=0)
     said = [f"kept checkpoints of steps {min(kept)} to {max(kept)}" if kept else "",
             f"the final model {files.out}" if files.out.is_file() else "",
@@ -96,7 +96,7 @@ def not_shared(path: Path, identity: dict) -> None:
     """Refuse a metrics file that holds another run's records (a start record of another identity):
     runs never share a file they write, and this run would cut the other's records to its own step."""
     mine = json.loads(json.dumps(identity))
-    other = next((r["run"] for r in metrics.read(path).start if r.get("run", mine) != mine), None)
+    other = next((r["run"] for r in metrics.read(path, torn=True).start if r.get("run", mine) != mine), None)
     if other is not None:
         differ = "; ".join(changes(other, mine)[:3]) or "another run"
         raise UserError(f"{path}: the records of another run ({differ}): runs never share a metrics file; give this "
@@ -173,7 +173,7 @@ def restore(trainer) -> None:
         )
     trainer.log(f"resumed from step {trainer.step}")
     if env.main:
-        if not metrics.read(files.metrics).start:  # its records removed (or emptied) since: said, not rewritten
+        if not metrics.read(files.metrics, torn=True).start:  # its records removed (or emptied) since: said
             trainer.log(f"warning: {files.metrics} holds no record of this run's first {trainer.step} updates "
                         f"(removed?): its curves and hours start at step {trainer.step}")  # fmt: skip
         metrics.truncate(files.metrics, trainer.step)
@@ -186,7 +186,7 @@ def evaluate_missing(trainer, weights: dict) -> None:
     a job killed between a checkpoint and its dev pass. The resumed weights are restored after."""
     if trainer.dev_data is None:
         return
-    evaluated = {r["step"] for r in metrics.read(trainer.files.metrics).dev}
+    evaluated = {r["step"] for r in metrics.read(trainer.files.metrics, torn=True).dev}
     folder = trainer.files.checkpoints
     # a step's weights alone where kept, else its resume checkpoint (a run that keeps none for averaging)
     found = {**dict(checkpoint.list_resumable(folder)), **dict(checkpoint.list_checkpoints(folder))}

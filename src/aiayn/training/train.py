@@ -373,7 +373,7 @@ def say_start(trainer: Trainer, where: list[str]) -> None:
         trainer.log(f"warning: {over:,} pairs are longer than train.max_tokens ({plan.max_padded:,} padded tokens a "
                     "micro-batch): each is a micro-batch of its own, over that bound")  # fmt: skip
     trainer.board = Board(trainer.files.tensorboard, step=trainer.step, log=trainer.log)
-    trainer.stall = Stall.for_run(trainer, metrics.read(trainer.files.metrics))
+    trainer.stall = Stall.for_run(trainer, metrics.read(trainer.files.metrics, torn=True))
 
 
 def stopped(trainer: Trainer, stop, host: str, *, checkpointed: bool, since: float) -> int:
