@@ -227,7 +227,7 @@ _PENDING: contextvars.ContextVar[list | None] = contextvars.ContextVar("aiayn_io
 @contextlib.contextmanager
 def together() -> Iterator[None]:
     """The outputs of one command as one write: every `atomic_paths` (`atomic_path`,
-    `atomic_write_text`, `atomic_copy`) finished inside the block keeps its temporary files until
+    `atomic_write_text`) finished inside the block keeps its temporary files until
     the block ends, and all are renamed into place then, or, if the block fails, all removed: a
     command that fails on its last output leaves none of its earlier ones under their final names.
     An output written inside the block cannot be read back inside it (it is not in place yet).
@@ -588,11 +588,6 @@ def atomic_dir(target: str | os.PathLike) -> Iterator[Path]:
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
-
-
-def atomic_copy(src: str | os.PathLike, dst: str | os.PathLike) -> None:
-    with atomic_path(dst) as tmp:
-        shutil.copyfile(src, tmp)
 
 
 def write_json(path: str | os.PathLike, data) -> None:
