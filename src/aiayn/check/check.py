@@ -150,7 +150,7 @@ def scripted(alpha: float) -> str | None:
     (a, b, c, d, e), end, ends = range(EOS + 1, EOS + 6), -(1 + gnmt(6, alpha)) / 2, {EOS: 0.0}
     for what, table, most in [(f"EOS at once at log P -1, or a token at {end:.3g}, then free", {BOS: {EOS: -1.0,
                                a: end}, a: {EOS: 0.0, a: 0.0}}, 6), ("one hypothesis ends at step 2, the others go on",
-                              {BOS: {a: -0.1, b: -0.2}, a: {EOS: -0.1, c: -3.0}, b: {d: -0.3, e: -0.4}, c: ends,
+                              {BOS: {a: -0.15, b: -0.25}, a: {EOS: -0.15, c: -3.5}, b: {d: -0.35, e: -0.45}, c: ends,
                                d: ends, e: ends}, 4)]:  # fmt: skip
         endings, todo = [], [((), BOS, 0.0)]
         while todo:  # every ending of at most `most` tokens, EOS included
