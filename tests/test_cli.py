@@ -384,6 +384,17 @@ def test_a_json_option_with_a_key_given_twice_is_refused(option, capsys):
     assert f"{option} is not valid JSON: the key 'beam' is given twice" in err and "Traceback" not in err
 
 
+def test_a_json_file_with_a_key_given_twice_is_refused(tmp_path):
+    """The one JSON reader (aiayn.runtime.records.parse) refuses it in every file too: experiment.json with
+    "steps" twice trained to the last one's count."""
+    from aiayn.study import resolve
+
+    path = tmp_path / "experiment.json"
+    path.write_text('{"name": "x", "train": {"steps": 200, "steps": 5}}')
+    with pytest.raises(UserError, match=r"experiment.json is not valid JSON: the key 'steps' is given twice"):
+        resolve.read(path)
+
+
 AIAYN = [sys.executable, "-m", "aiayn"]
 PRINTING = {  # commands whose output is on stdout, long enough to meet a reader gone
     "help": ["tables", "--help"],

@@ -18,23 +18,15 @@ import sys
 from pathlib import Path
 
 from aiayn.errors import UserError
+from aiayn.runtime import records
 from aiayn.study import config
-
-
-def _no_duplicate_keys(pairs: list) -> dict:
-    seen = set()
-    for key, _ in pairs:
-        if key in seen:
-            raise ValueError(f"the key {key!r} is given twice (JSON would keep the last one silently)")
-        seen.add(key)
-    return dict(pairs)
 
 
 def load_json(text: str, option: str, *, expect: type = object):
     """The value of a JSON command-line option; a clear error naming the option otherwise (a key given
     twice in one object too, as the YAML files refuse it)."""
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+        value = records.parse(text, finite=False)
     except ValueError as exc:
         raise UserError(f"{option} is not valid JSON: {exc}") from None
     if expect is not object and not isinstance(value, expect):

@@ -201,9 +201,19 @@ def _refuse_constant(name: str):
     raise ValueError(f"{name} is not a number a record may hold")
 
 
+def _no_duplicate_keys(pairs: list) -> dict:
+    seen = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise ValueError(f"the key {key!r} is given twice (JSON would keep the last one silently)")
+        seen.add(key)
+    return dict(pairs)
+
+
 def parse(text: str, *, finite: bool = True):
-    """JSON text as Python values; with `finite`, NaN and infinities are refused (a ValueError)."""
-    return json.loads(text, parse_constant=_refuse_constant if finite else None)
+    """JSON text as Python values, the one reader of JSON: a key given twice in one object is refused (as the
+    YAML files refuse it), and with `finite`, NaN and infinities (a ValueError)."""
+    return json.loads(text, parse_constant=_refuse_constant if finite else None, object_pairs_hook=_no_duplicate_keys)
 
 
 def problem(value, kind: str) -> str | None:
