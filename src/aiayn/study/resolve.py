@@ -77,7 +77,7 @@ def read(path: str | os.PathLike) -> dict:
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read the experiment settings ({exc})") from None
     try:
-        settings = records.parse(text)
+        settings = records.parse(text, finite=False)  # a NaN setting: the schema names its key
     except ValueError as exc:
         raise UserError(f"{path} is not valid JSON: {exc}") from None
     lacking = missing(settings) if isinstance(settings, dict) else list(KEYS)
