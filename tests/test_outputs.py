@@ -256,7 +256,8 @@ def test_a_derived_output_never_writes_over_a_file_no_option_names(world, tmp_pa
     assert cli.main(argv) == 0 and (o / "mine.model").is_file()
 
 
-def test_a_compressed_training_text_is_refused_where_sentencepiece_would_read_its_bytes(world, tmp_path, capsys):
+def test_a_training_text_sentencepiece_would_misread_is_refused(world, tmp_path, capsys):
+    """Compressed, or with a line that is not UTF-8 (its last), where sentencepiece would read the bytes."""
     import gzip
 
     argv = ["vocab", *given("vocab", world, tmp_path)]
@@ -264,6 +265,9 @@ def test_a_compressed_training_text_is_refused_where_sentencepiece_would_read_it
     (tmp_path / "t.gz").write_bytes(gzip.compress(Path(src).read_bytes()))
     assert cli.main(set_value(argv, "--train-src", str(tmp_path / "t.gz"))) == 2
     assert "t.gz: gzip-compressed, where sentencepiece reads plain text" in capsys.readouterr().err
+    (tmp_path / "bad.txt").write_bytes(Path(src).read_bytes() + b"caf\xe9\n")  # Latin-1 on its last line
+    assert cli.main(set_value(argv, "--train-src", str(tmp_path / "bad.txt"))) == 2
+    assert "bad.txt, line " in (err := capsys.readouterr().err) and ": not valid UTF-8" in err, err
 
 
 def test_an_output_on_a_file_a_command_reads_in_its_own_folder_is_refused(world, tmp_path, capsys):

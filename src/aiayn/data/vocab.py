@@ -308,7 +308,8 @@ def train_pair(settings: dict, train_src, train_tgt, *, out_src, out_tgt, thread
         with open(readable(path, "the training text"), "rb") as f:  # sentencepiece reads the bytes as they are
             if f.read(2) == b"\x1f\x8b":
                 raise UserError(f"{path}: gzip-compressed, where sentencepiece reads plain text; gunzip it (gunzip -k)")
-        if not any(line.strip() for line in read_lines(path, what="the training text")):
+        # read whole, as the one text reader reads (UTF-8, no NUL): sentencepiece would take a damaged line in silence
+        if not sum(bool(line.strip()) for line in read_lines(path, what="the training text")):
             raise UserError(f"{path}: no sentences to train a vocabulary on; rerun the prepare step")
     common = dict(
         model_type=settings["model_type"],
