@@ -192,6 +192,15 @@ def test_a_resume_whose_metrics_were_removed_says_its_records_start_there(tmp_pa
     assert not [m for m in said if "holds no record" in m], said
 
 
+def test_a_run_stopped_by_max_updates_says_what_it_resumes_from(tmp_path):
+    """--max-updates ends a run between checkpoints: the updates since the newest are not kept, which it says."""
+    settings, said = toy.settings(steps=8, checkpoint_interval=4), []
+    assert run(toy.make_trainer(tmp_path, settings, log=said.append), False, max_updates=2) == EXIT_DONE
+    assert said[-1] == "stopped at step 2 (--max-updates); a run again resumes from step 0: no checkpoint yet"
+    assert run(toy.make_trainer(tmp_path, settings, log=said.append), False, max_updates=4) == EXIT_DONE
+    assert said[-1] == "stopped at step 4 (--max-updates); a run again resumes from step 4, its newest checkpoint"
+
+
 def test_killed_checkpoint_writes_are_cleaned_at_the_next_start(tmp_path):
     settings = toy.settings(steps=4)
     folder = tmp_path / "checkpoints"

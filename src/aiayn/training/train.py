@@ -351,6 +351,10 @@ def train_loop(trainer: Trainer, stop, max_updates: int | None) -> int:
     if trainer.step >= total and env.main:  # the final model: the weights alone, under the run's output name
         ckpt.save(ckpt.weights_of(trainer.payload()), trainer.files.out)
         trainer.log(f"done: {trainer.files.out}")
+    elif env.main:  # --max-updates reached: what a rerun resumes from is said
+        newest = ckpt.list_resumable(trainer.files.checkpoints)
+        since = f"step {newest[0][0]}, its newest checkpoint" if newest else "step 0: no checkpoint yet"
+        trainer.log(f"stopped at step {trainer.step} (--max-updates); a run again resumes from {since}")
     return EXIT_DONE
 
 
