@@ -195,6 +195,9 @@ BUGS = {
     "averaging takes a stop signal's checkpoint": ("training/average.py",
         "grid = [path for step, path in found if ckpt.on_grid(step, interval, final)]", "grid = [p for _, p in found]",
         ["check averaging failed", "it averages steps [5, 6] of 1-6"]),
+    "the FFN without its biases": (T, "        self.W_1 = nn.Linear(cfg.d_model, cfg.d_ff)\n        self.W_2 = nn.Linear("
+        "cfg.d_ff, cfg.d_model)\n", "        self.W_1 = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)\n        self.W_2 = "
+        "nn.Linear(cfg.d_ff, cfg.d_model, bias=False)\n", ["the set of parameters", "no FFN biases, where §3.3 has"]),
     "the loss summed, not averaged over the update's targets": (TRAIN, "loss * (self.env.world_size / tgt_tokens)",
         "loss * self.env.world_size", ["its scale: the update's gradient is"]),
     "the last micro-batch of each epoch left out": (BATCH, "    batches = np.split(order, cuts)\n",

@@ -1,3 +1,2 @@
-"""The check stage: the experiment's own trainer and decoder run on a sample of its data (`run`), compared
-with the paper written again (`reference`) by the invariants of `data`, `training` and the measures in the
-registry of `check` (the stage); `mistakes` names a known mistake only where its reproduction matches."""
+"""The check stage: the experiment's own trainer and decoder run on a sample of its data (`run`) against the paper
+written again (`reference`), by the measures of `check`'s registry; `mistakes` names a mistake only by evidence."""

@@ -263,8 +263,7 @@ def check_job(settings_path, train_path, out, *, log=print, detail=None) -> int:
     if failed:
         more = f" (and {len(failed) - 1} more check(s) failed, above)" if len(failed) > 1 else ""
         raise UserError(f"experiment {settings['name']}: {failed[0]}{more}; nothing was trained")
-    records.write(out, "check", {"experiment": settings["name"], "passed": True, "aiayn": described(),
-                                 "code": checked_code(), "model": run.cfg.to_dict(), "pairs": len(run.small),
-                                 "checks": found})  # fmt: skip
+    records.write(out, "check", {"experiment": settings["name"], "passed": True, "aiayn": described(), "code":
+                  checked_code(), "model": run.cfg.to_dict(), "pairs": len(run.small), "checks": found})  # fmt: skip
     log(f"all {len(found)} checks passed on {settings['name']}'s model: {out}")
     return 0

@@ -124,11 +124,13 @@ def evaluation(values: dict, params: dict, t: Training) -> Departure | None:
 
 
 def parameters(model) -> Departure | None:
-    """Every parameter is in the model's map (none §3 lacks: a final norm under post-LN, an untied projection)."""
-    ids = {id(t) for t in model.paper_map()[0].values()}
-    extra = ", ".join([n for n, p in model.named_parameters() if id(p) not in ids][:3])
-    said = f"parameters outside §3's map (§3 has none such, or not in this shape): {extra}"
-    return Departure("the set of parameters", "the model", seen=said) if extra else None
+    """Every parameter in the map (none §3 lacks, as an untied projection), §3.3's FFN biases among them."""
+    roles = model.paper_map()[0]
+    extra = ", ".join([n for n, p in model.named_parameters() if id(p) not in {id(t) for t in roles.values()}][:3])
+    lacking = [b for n in roles if ".ffn.W_" in n and (b := n.replace(".weight", ".bias")) not in roles]
+    said = f"parameters outside §3's map (§3 has none such, or not in this shape): {extra}" if extra else \
+        f"no FFN biases, where §3.3 has b1 and b2: {', '.join(lacking[:2])} missing"  # fmt: skip
+    return Departure("the set of parameters", "the model", seen=said) if extra or lacking else None
 
 
 def masks_said(seen, cfg) -> str | None:
