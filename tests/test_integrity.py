@@ -281,6 +281,17 @@ def test_an_average_and_a_trained_model_never_overwrite_each_other(trained, tmp_
         checkpoint.not_other_work(tmp_path / "avg.pt", "trained")  # what train_job asks before it trains
 
 
+def test_averaging_a_run_still_training_says_so(tmp_path):
+    """The average of a run whose trainer holds its folder is refused naming that trainer (it said "0 step
+    checkpoints ... rerun training"), and holds the folder itself while it reads (no prune under it)."""
+    from aiayn.training.average import average_run
+
+    (tmp_path / "checkpoints").mkdir()
+    with checkpoint.exclusive(tmp_path / "checkpoints", lock_of(tmp_path / "checkpoints")):  # a trainer at work
+        with pytest.raises(UserError, match=r"checkpoints is being trained by the process \d+ on .*let it finish"):
+            average_run(tmp_path / "checkpoints", tmp_path / "avg.pt", k=2, interval=2, final=4)
+
+
 @pytest.mark.slow
 def test_a_second_trainer_of_one_folder_is_refused(tmp_path):
     settings = toy.settings(steps=4)

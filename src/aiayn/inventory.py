@@ -80,6 +80,7 @@ FILE_KINDS = {
 # the library function of a command that gives the paths it reads and writes beyond its options' (defaults,
 # files derived from an option's path): its parameters are the command's options, by name (aiayn.cli.paths)
 DERIVED = {
+    "average": "aiayn.training.average.derived_files",
     "download": "aiayn.data.download.derived_files",
     "translate": "aiayn.evaluation.translate.derived_files",
     "train": "aiayn.training.train.derived_files",

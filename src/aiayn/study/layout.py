@@ -33,6 +33,7 @@ results/logs/<rule>/<name>.log, results/benchmarks/<rule>/<name>.tsv
 
 from __future__ import annotations
 
+import os
 import posixpath
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -95,6 +96,12 @@ class Layout:
 
     def metrics(self, experiment: str) -> str:
         return self.metrics_of(self.checkpoints(experiment))
+
+    @staticmethod
+    def train_lock(checkpoints) -> str:
+        """The lock the one trainer of the run in `checkpoints` holds, and its averaging (beside the folder,
+        whatever link names it)."""
+        return Layout.beside(os.path.realpath(checkpoints), "train.lock")
 
     @staticmethod
     def beside(checkpoints: str, name: str) -> str:

@@ -86,6 +86,11 @@ def average(paths: list[Path]) -> dict:
     }
 
 
+def derived_files(checkpoints) -> tuple[list, list]:
+    """What `average` writes that no option names (aiayn.cli.paths): the run's lock, held while it reads."""
+    return [("the run's lock", Layout.train_lock(checkpoints), "appended")], []
+
+
 def average_run(folder, out, *, k: int, interval: int, final: int, record=None, log=print) -> dict:
     """Average the k newest grid checkpoints of the run in `folder` into `out` (the run: that of its
     final model, else of its newest grid checkpoint); with `record`, also write which steps were
@@ -99,8 +104,10 @@ def average_run(folder, out, *, k: int, interval: int, final: int, record=None, 
         grid = [path for step, path in ckpt.list_checkpoints(folder) if ckpt.on_grid(step, interval, final)]
         reference = grid[0] if grid else None
     run = ckpt.read_identity(reference) if reference else None
-    paths = newest_on_grid(folder, k, interval, final, run=run, log=log)
-    result = average(paths)
+    # the run's lock, as its trainer holds it: a run still training is said as such, and prunes nothing read here
+    with ckpt.exclusive(folder, Layout.train_lock(folder), "trained"):
+        paths = newest_on_grid(folder, k, interval, final, run=run, log=log)
+        result = average(paths)
     with together():  # the model and its record, or neither
         ckpt.save(result, out)
         if record:

@@ -448,10 +448,7 @@ def check_vocabularies(train: Corpus, dev: Corpus | None, spm: dict) -> None:
         )
 
 
-def lock_of(checkpoints) -> str:
-    """The lock the one trainer of the run whose checkpoints are in `checkpoints` holds (beside the
-    folder itself, whatever link names it)."""
-    return Layout.beside(os.path.realpath(checkpoints), "train.lock")
+lock_of = Layout.train_lock  # the lock the one trainer of a run holds (its averaging too)
 
 
 def lock_of_metrics(metrics) -> str:
