@@ -92,6 +92,11 @@ def test_paper_config_is_valid_and_gets_defaults(paper_config):
         (lambda c: c["archives"]["dev"].update(sha256="abc"), "archives.dev.sha256"),
         (lambda c: c.update(mirror="htps://mirror.example/wmt/"), "mirror: 'htps://mirror.example/wmt/' is not"),
         (lambda c: c.update(results=str(ROOT / "README.md")), "README.md is a file, where the study's results folder"),
+        (lambda c: c["experiments"].update({"x" * 101: c["experiments"]["base-en-de"]}), f"'{'x' * 101}' is too long"),
+        (
+            lambda c: c["experiments"].update({"run" + "ab" * 20: c["experiments"]["base-en-de"]}),
+            "not ending in a part repeated 20 times",
+        ),
     ],
 )
 def test_mistakes_name_the_key(paper_config, mutate, fragment):
