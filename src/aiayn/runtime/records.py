@@ -211,8 +211,8 @@ def _no_duplicate_keys(pairs: list) -> dict:
 
 
 def parse(text: str, *, finite: bool = True):
-    """JSON text as Python values, the one reader of JSON: a key given twice in one object is refused (as the
-    YAML files refuse it), and with `finite`, NaN and infinities (a ValueError)."""
+    """JSON text as Python values (every record, metrics line, JSON option and experiment.json): a key given
+    twice in one object is refused (as the YAML files refuse it), and with `finite`, NaN and infinities."""
     return json.loads(text, parse_constant=_refuse_constant if finite else None, object_pairs_hook=_no_duplicate_keys)
 
 
