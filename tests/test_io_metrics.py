@@ -293,3 +293,13 @@ def test_outputs_written_together_are_in_place_all_or_none(tmp_path):
             tmp.write_text("b")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt"]
     assert (tmp_path / "a.txt").read_text() == "a" and (tmp_path / "b.txt").read_text() == "b"
+
+
+def test_no_output_is_a_new_file_among_the_systems_devices_and_only_there():
+    """A path derived from a device's (/dev/null.nbest, /proc/self/fd/1.csv) is refused; a folder whose
+    name merely starts like one (/processing, /system) is a folder like any other."""
+    for path in ("/dev/null.nbest", "/proc/self/fd/1.csv", "/sys/x.html"):
+        with pytest.raises(UserError, match="where the system keeps devices"):
+            io.guard_outputs([("--out", path, "file")], [])
+    for path in ("/processing/run/x.txt", "/system/x.txt", "/devices/x.txt"):
+        io.guard_outputs([("--out", path, "file")], [])

@@ -402,7 +402,8 @@ def guard_outputs(outputs: list[tuple[str, str, str]], inputs: list[tuple[str, s
         if odd in ("a FIFO", "a socket", "a block device"):
             raise UserError(f"{option} {path}: is {odd}, not a file an output can be written to; give a file's path")
         where = os.path.realpath(os.path.dirname(os.path.abspath(path)))
-        if st is None and (where == "/dev" or where.startswith(("/proc", "/sys"))):  # a path derived from a device
+        system = where in ("/dev", "/proc", "/sys") or where.startswith(("/proc/", "/sys/"))  # a device's path, derived
+        if st is None and system:
             raise UserError(f"{option} {path}: would be a new file in {where}, where the system keeps devices, not "
                             "files; give a file's path (and, for a device, the outputs derived from it)")  # fmt: skip
         if kind == "folder" and os.path.exists(path) and not os.path.isdir(path):
