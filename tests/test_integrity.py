@@ -292,6 +292,22 @@ def test_averaging_a_run_still_training_says_so(tmp_path):
             average_run(tmp_path / "checkpoints", tmp_path / "avg.pt", k=2, interval=2, final=4)
 
 
+def test_averaging_a_run_on_a_read_only_disk_needs_no_lock(tmp_path, monkeypatch):
+    """Beside an archived run on a read-only disk no lock can be made, and no trainer writes there: the
+    average goes on (here to its own word that the folder holds no checkpoint)."""
+    import errno
+
+    from aiayn.training.average import average_run
+
+    def read_only(folder, lock, doing="trained"):
+        raise OSError(errno.EROFS, "Read-only file system", str(lock))
+
+    monkeypatch.setattr(checkpoint, "exclusive", read_only)
+    (tmp_path / "checkpoints").mkdir()
+    with pytest.raises(UserError, match=r"0 step checkpoint\(s\) every 2 updates, 2 are to be averaged"):
+        average_run(tmp_path / "checkpoints", tmp_path / "avg.pt", k=2, interval=2, final=4)
+
+
 @pytest.mark.slow
 def test_a_second_trainer_of_one_folder_is_refused(tmp_path):
     settings = toy.settings(steps=4)

@@ -10,6 +10,8 @@ out, never averaged in.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 from pathlib import Path
 
 import torch
@@ -105,7 +107,12 @@ def average_run(folder, out, *, k: int, interval: int, final: int, record=None, 
         reference = grid[0] if grid else None
     run = ckpt.read_identity(reference) if reference else None
     # the run's lock, as its trainer holds it: a run still training is said as such, and prunes nothing read here
-    with ckpt.exclusive(folder, Layout.train_lock(folder), "trained"):
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(ckpt.exclusive(folder, Layout.train_lock(folder), "trained"))
+        except OSError as exc:  # beside a folder on a read-only disk (an archived run): no trainer writes there
+            if exc.errno not in (errno.EROFS, errno.EACCES):
+                raise
         paths = newest_on_grid(folder, k, interval, final, run=run, log=log)
         result = average(paths)
     with together():  # the model and its record, or neither
