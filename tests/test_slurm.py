@@ -81,6 +81,11 @@ def records(path, kind: str) -> list[dict]:
     return found
 
 
+def scontrol_update(job: str, setting: str) -> bool:
+    """`scontrol update` of one setting of `job`; False where Slurm refuses it now (a completing job)."""
+    return subprocess.run(["scontrol", "update", f"JobId={job}", setting], capture_output=True).returncode == 0
+
+
 def kill_worker_on(job: str, node: str, workdir) -> str:
     """SIGKILL the training process of `job` on `node` (running in `workdir`), from a step of the job
     itself on that node. The nodes share this machine's process table (their namespaces are network
@@ -95,9 +100,9 @@ def kill_worker_on(job: str, node: str, workdir) -> str:
 class Watcher(threading.Thread):
     """What the test does to the base training job while Snakemake runs, as an administrator or a
     failing node would, recording what it saw:
-    - once the job has stopped at its time limit (and requeued itself): read both nodes' stop lines,
-      give the job a longer limit (the trainer reads limits again every minute) and let the requeued
-      job start now (Slurm holds a requeued job for about 2 minutes);
+    - once the job has stopped at its time limit (and requeued itself): give the job a longer limit
+      (the trainer reads limits again every minute), read both nodes' stop lines and let the
+      requeued job start now (Slurm holds a requeued job for about 2 minutes);
     - once the resumed job has written a checkpoint of its own: kill its process on node2, and time
       how long the job takes to end."""
 
@@ -135,6 +140,10 @@ class Watcher(threading.Thread):
             return
         step = stop[0]["step"]
         seen["stop"] = stop[0]
+        # the longer limit at once: Slurm holds the requeued job about 2 minutes, and a loaded machine
+        # has taken longer than that to print the stop lines (CI, 2026-12-07): the requeued job then
+        # started under its 2-minute limit and stopped again at once
+        seen["extended"] = self.wait(lambda: scontrol_update(job, "TimeLimit=30"), 120)
         lines = re.compile(rf"^rank \d on (node\d): stops at step {step}$", re.M)
         # every stop line seen, kept: a loaded machine took about a minute from the stop record to the
         # lines once (CI, 2026-12-03), and the requeued job's run of the rule starts its log anew
@@ -146,10 +155,8 @@ class Watcher(threading.Thread):
 
         seen["stopped_on"] = self.wait(both_stopped, 240)
         seen["stop_lines_after_s"] = round(time.time() - t0, 1)
-        subprocess.run(["scontrol", "update", f"JobId={job}", "TimeLimit=30"], check=True)
         if self.wait(lambda: squeue(job, "%T") == "PENDING", 120):
-            subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)
-        seen["extended"] = True
+            scontrol_update(job, "StartTime=now")
         # the resumed job's own first checkpoint (a dev record after the resumed step), then the kill
         resumed = self.wait(lambda: [s["step"] for s in records(self.metrics, "start") if s["step"] > 0], 600)
         if not resumed:
@@ -157,6 +164,8 @@ class Watcher(threading.Thread):
         after = self.wait(lambda: [d["step"] for d in records(self.metrics, "dev") if d["step"] > resumed[0]], 600)
         if not after:
             return
+        stops = records(self.metrics, "stop")
+        assert len(stops) == 1, f"the resumed job stopped too, not killed: {stops}"
         seen["killed"] = kill_worker_on(job, "node2", self.workdir)
         seen["killed_after_checkpoint"], killed_at = after[-1], time.time()
         if self.wait(lambda: squeue(job, "%T") not in ("RUNNING", "COMPLETING"), 300):
