@@ -300,6 +300,14 @@ HARMLESS = {
         "        logp, kept = F.log_softmax(flat, dim=-1), target != PAD\n"
         "        q = torch.full_like(logp, eps_ls / (V - 1)).scatter_(1, target.clamp(min=0)[:, None], 1 - eps_ls)\n"
         "        return ((-(q * logp).sum(-1) + (q * q.clamp(min=1e-30).log()).sum(-1)) * kept).sum()\n"),
+    "W^Q, W^K and W^V fused into one linear, each read as its rows": (T,
+        "        self.W_q = nn.Linear(cfg.d_model, cfg.h * cfg.d_k, bias=bias)\n"
+        "        self.W_k = nn.Linear(cfg.d_model, cfg.h * cfg.d_k, bias=bias)\n"
+        "        self.W_v = nn.Linear(cfg.d_model, cfg.h * cfg.d_v, bias=bias)\n",
+        "        self.W_qkv = nn.Linear(cfg.d_model, cfg.h * (2 * cfg.d_k + cfg.d_v), bias=bias)\n"
+        "        rows = [cfg.h * cfg.d_k, cfg.h * cfg.d_k, cfg.h * cfg.d_v]\n"
+        "        self.W_q, self.W_k, self.W_v = (lambda x, j=j: F.linear(x, self.W_qkv.weight.split(rows)[j],\n"
+        "            None if self.W_qkv.bias is None else self.W_qkv.bias.split(rows)[j]) for j in range(3))\n"),
     "a sublayer list renamed": (T, "self.sub = nn.ModuleList([SublayerConnection(cfg) for _ in range(3)])",
         "self.connections = nn.ModuleList([SublayerConnection(cfg) for _ in range(3)])\n        self.sub = self.connections"),
 }  # fmt: skip

@@ -57,7 +57,7 @@ class Run:
         try:
             self.model = trainer_run(settings, self.small, UPDATES, self.training.on_update)
         except Exception as error:  # the trainer's own code fails: said, and its model decoded all the same
-            self.training.departure = Departure("the run", "the trainer's update", seen=failed(error))
+            self.training.departure = Departure("", "", seen=failed(error))
             self.model = None
         if self.model is None or self.training.nonfinite:  # decoded as drawn, not as a rate too high left it
             torch.manual_seed(settings["train"]["seed"])
@@ -170,8 +170,7 @@ def scripted(alpha: float) -> str | None:
 
 
 def decoding(run):
-    """The `decoding` check of the run's model (aiayn.check.check.Run) over its first 4 pairs: what
-    departs (None: nothing), the figure, what it measured."""
+    """The `decoding` check of the run's model over its first 4 pairs: what departs (or None), the figure, figures."""
     model, (src, _, _) = run.model, paper_batch(run.small, range(min(4, len(run.small))))
     beam, alpha = (paper.DECODE[run.settings["task"]][k] for k in ("beam", "alpha"))  # the schema's two tasks
     figure = f"beam {beam} (alpha {alpha}) gives each hypothesis, within its length limit, the full forward pass's " \
@@ -198,8 +197,7 @@ def averaging(run):
 
 
 def initialisation(initial: dict, cfg):
-    """Every weight (`initial`: role -> its shape and standard deviation as the trainer drew it)
-    against the spread `init` draws it with, within 10 % and the sampling error."""
+    """Every weight (`initial`: role -> shape, std as drawn) against the spread `init` draws, within 10 % + sampling."""
     worst, where = 0.0, ""
     for role, (shape, std) in initial.items():
         want = init_std(role, shape, cfg)

@@ -78,6 +78,8 @@ class Departure:
 
     def said(self) -> str:
         at = f"update {self.update}: " if self.update else ""
+        if not self.quantity:  # the run failed: `failed` says where
+            return at + self.seen
         by = "" if self.amount is None else f" by {self.amount:.3g}"
         text = f"{at}{self.quantity} departs from the paper's at {self.where}{by}" + f": {self.seen}" * bool(self.seen)
         if self.causes:
@@ -86,8 +88,7 @@ class Departure:
 
 
 def failed(error: Exception) -> str:
-    """What an error raised while the check ran says: where in the experiment's code, or, raised in the
-    reference, that the model's map (paper_map) does not give §3's matrices as the reference reads them."""
+    """An error in the check, said: where in the experiment's code, or that the reference cannot read the map."""
     if isinstance(error, (MemoryError, OSError, UserError)):
         raise error  # the commands' error boundary says these (below: run.py's frames stand in for torch's calls)
     paths = [(f.filename.replace("\\", "/"), f.lineno) for f in traceback.extract_tb(error.__traceback__)]

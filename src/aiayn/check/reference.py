@@ -47,8 +47,8 @@ def sinusoids(length: int, d_model: int, layout: str = "interleaved", origin: in
 
 
 def change(got, want, keep=None, floor: float = 1.0) -> float:
-    """The largest difference of `got` from `want` over the positions `keep` keeps, relative to want's
-    largest magnitude (at least `floor`); inf where `got` is missing, of another shape or not finite."""
+    """`got`'s largest difference from `want` where `keep`, over want's largest magnitude (at least `floor`); inf
+    where `got` is missing, of another shape or not finite."""
     if got is None or tuple(got.shape) != tuple(want.shape):
         return math.inf
     got, want = (t.detach().double() if keep is None else t.detach().double()[keep] for t in (got, want))
@@ -199,8 +199,7 @@ def smoothed_target(targets, V: int, eps_ls: float, pad: int, *, form: str = "pa
 
 
 def adam_step(before, grads: list, lrs: list[float], *, betas, eps: float, bias_correction: bool = True):
-    """Adam (Kingma & Ba, §5.3's optimizer) of the tensor `before` after the updates of `grads` (the
-    last the update being made) at rates `lrs`: the tensor after the last one, float64."""
+    """Adam (Kingma & Ba, §5.3) from `before` over `grads` (the last this update's) at rates `lrs`: after, float64."""
     (b1, b2), t = betas, len(grads)
     m = v = torch.zeros_like(before, dtype=torch.float64)
     for g in grads:

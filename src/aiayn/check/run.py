@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from aiayn.data.binary import Corpus
+from aiayn.model.transformer import role_grads
 
 DROPOUTS = {F.dropout, torch.dropout}
 
@@ -137,13 +138,13 @@ def trainer_run(settings: dict, corpus: Corpus, updates: int, on_update, *, micr
         files = RunFiles(Path(scratch), Path(scratch, "last.pt"), Path(scratch, "metrics.jsonl"), None)
         trainer = Trainer(settings, corpus, corpus, files, env=Env(), log=lambda m: None)
         roles, _ = trainer.model.paper_map()
-        grads_of = lambda: {n: torch.zeros_like(p) if p.grad is None else p.grad.clone() for n, p in roles.items()}  # noqa: E731
         kept: dict = {}
 
         def before(optimizer, args, kwargs):  # the update's first step: the parameters it started from
             kept["steps"] = kept.get("steps", 0) + 1
             if kept["steps"] == 1:  # and the gradients it steps on (a trainer may free them after its step)
-                kept["before"], kept["grads"] = {n: p.detach().clone() for n, p in roles.items()}, grads_of()
+                kept["before"] = {n: p.detach().clone() for n, p in roles.items()}
+                kept["grads"] = role_grads(trainer.model, roles)
                 kept["lr"] = optimizer.param_groups[0]["lr"]
 
         hook = trainer.optimizer.register_step_pre_hook(before)
@@ -154,7 +155,7 @@ def trainer_run(settings: dict, corpus: Corpus, updates: int, on_update, *, micr
                     with draws, warnings.catch_warnings():  # the check says what it sees in its own lines
                         warnings.simplefilter("ignore")
                         trainer.update()
-                    grads = kept.pop("grads", None) or grads_of()  # (no step taken: as they are now)
+                    grads = kept.pop("grads", None) or role_grads(trainer.model, roles)  # (no step taken: as now)
                     after = {n: p.detach() for n, p in roles.items()}  # (no step taken: the same before)
                     update = Update(step, list(seen), trainer.batcher.update(step), kept.pop("before", after), after,
                                     grads, kept.pop("lr", trainer.optimizer.param_groups[0]["lr"]),

@@ -66,7 +66,7 @@ class Training:
                 if self.departure is None and up.step == 1 < UPDATES:  # as at a checkpoint; then training mode
                     self.dev = evaluation(trainer.evaluate(), up.after, self)  # said unless a rate too high
             except Exception as error:  # the experiment's code, or the map the reference reads, fails
-                self.departure = Departure("the run", "its code", seen=failed(error))
+                self.departure = Departure("", "", seen=failed(error))
             if self.departure is None and up.step == UPDATES:  # the run stayed finite: a dev pass apart is the code's
                 self.departure = self.dev
             stop = "training" if self.departure is not None else None
@@ -126,7 +126,8 @@ def evaluation(values: dict, params: dict, t: Training) -> Departure | None:
 def parameters(model) -> Departure | None:
     """Every parameter in the map (none §3 lacks, as an untied projection), §3.3's FFN biases among them."""
     roles = model.paper_map()[0]
-    extra = ", ".join([n for n, p in model.named_parameters() if id(p) not in {id(t) for t in roles.values()}][:3])
+    mapped = {t.untyped_storage().data_ptr() for t in roles.values()}  # (a fused linear's matrices: views of it)
+    extra = ", ".join([n for n, p in model.named_parameters() if p.untyped_storage().data_ptr() not in mapped][:3])
     lacking = [b for n in roles if ".ffn.W_" in n and (b := n.replace(".weight", ".bias")) not in roles]
     said = f"parameters outside §3's map (§3 has none such, or not in this shape): {extra}" if extra else \
         f"no FFN biases, where §3.3 has b1 and b2: {', '.join(lacking[:2])} missing"  # fmt: skip

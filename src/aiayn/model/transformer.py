@@ -201,19 +201,48 @@ def linears_of(part: nn.Module) -> list[nn.Module]:
     return named if all(is_linear(m) for m in named) else found
 
 
+def chained(linears: list[nn.Module]) -> bool:
+    """Two linears, the first's outputs the second's inputs: an FFN (an attention's fused W^Q W^K W^V is not)."""
+    return len(linears) == 2 and linears[0].weight.size(0) == linears[1].weight.size(1)
+
+
 def sublayers_of(layer: nn.Module) -> list[nn.Module]:
     """A layer's sublayers in §3's order (self-attention, encoder-decoder attention, FFN), whatever order it
     defines them in: its attributes self_attn, cross_attn and ffn; one named otherwise is found by what it holds
-    (2 linears: the FFN; more: an attention, the free ones in definition order); none named: the layer itself."""
+    (2 chained linears: the FFN; else an attention, the free ones in definition order); none named: the layer."""
     slots = {a: getattr(layer, a, None) for a in ("self_attn", "cross_attn", "ffn")}
     if all(m is None for m in slots.values()):
         return [layer]
     taken = {id(m) for m in slots.values()}
     for child in (c for c in layer.children() if id(c) not in taken):
-        n = sum(map(is_linear, child.modules()))
-        free = [a for a, m in slots.items() if n and m is None and (a == "ffn") == (n == 2)]
+        found = [m for m in child.modules() if is_linear(m)]
+        free = [a for a, m in slots.items() if found and m is None and (a == "ffn") == chained(found)]
         slots |= {free[0]: child} if free else {}
     return [m for m in slots.values() if m is not None]
+
+
+def matrices_of(part: nn.Module, widths: list[int]) -> list[tuple[Tensor, Tensor | None]]:
+    """A sublayer's (weight, bias) in §3's order, a fused linear (W^Q W^K W^V as one, or W^K W^V) split by rows
+    into the matrices of `widths` (their output widths, an attention's: h d_k, h d_k, h d_v, d_model)."""
+    linears, out = linears_of(part), []
+    for m in linears:
+        at, cut = len(out), [m.weight.size(0)]
+        fused = [widths[at:n] for n in range(at + 2, len(widths) + 1) if sum(widths[at:n]) == cut[0]]
+        cut = fused[0] if fused and len(linears) < len(widths) else cut
+        bias = m.bias.split(cut) if m.bias is not None else [None] * len(cut)
+        out += list(zip(m.weight.split(cut), bias))
+    return out
+
+
+def role_grads(model: nn.Module, roles: dict[str, Tensor]) -> dict[str, Tensor]:
+    """Copies of the gradients of `paper_map`'s tensors: a fused linear's matrix is a view of its parameter
+    (`matrices_of`), its gradient the same view of the parameter's."""
+    own, grads = {p.untyped_storage().data_ptr(): p for p in model.parameters()}, {}
+    for name, role in roles.items():
+        base = own[role.untyped_storage().data_ptr()]
+        grad = torch.zeros_like(base) if base.grad is None else base.grad
+        grads[name] = grad.as_strided(role.size(), role.stride(), role.storage_offset() - base.storage_offset()).clone()
+    return grads
 
 
 class Transformer(nn.Module):
@@ -260,7 +289,8 @@ class Transformer(nn.Module):
         """The one place that says which tensor plays which role of §3 (the check stage's reference
         reads the model through it alone, aiayn.check.reference): each sublayer's linears by their
         names (W_q, W_k, W_v, W_o; W_1, W_2), defined in any order, or where a sublayer lacks those
-        names by order (renamed or regrouped: Q, K, V, O; the FFN's two), and each layer's norms in
+        names by order (renamed or regrouped: Q, K, V, O; the FFN's two; a fused one split by rows,
+        `matrices_of`), and each layer's norms in
         order (the sublayers as `sublayers_of` finds them, by their attributes or what they hold); and the
         encoder's and decoder's layers, whose inputs and outputs locate a difference. Under a shared
         vocabulary "src_embed" is "tgt_embed"'s tensor, which is also the projection (§3.4)."""
@@ -268,16 +298,20 @@ class Transformer(nn.Module):
         if self.cfg.positional == "learned":
             roles |= {"src_pos": self.src_embed.learned.weight, "tgt_pos": self.tgt_embed.learned.weight}
         stacks = {"encoder": (self.encoder, ["self"]), "decoder": (self.decoder, ["self", "cross"])}
+        widths = [self.cfg.h * self.cfg.d_k] * 2 + [self.cfg.h * self.cfg.d_v, self.cfg.d_model]
         for stack, (layers, attentions) in stacks.items():
             names = [f"{a}.{w}" for a in attentions for w in ("W_q", "W_k", "W_v", "W_o")] + ["ffn.W_1", "ffn.W_2"]
             for i, layer in enumerate(layers):
-                linears = [m for part in sublayers_of(layer) for m in linears_of(part)]
+                parts = sublayers_of(layer)
+                ffn = len(parts) - 1  # the last, unsplit
+                matrices = [wb for j, part in enumerate(parts) for wb in matrices_of(part, widths * (j < ffn))]
                 # the norms: what holds a gain vector of its own (nn.LayerNorm, or one written by hand)
-                norms = [m for m in layer.modules() if getattr(m, "weight", None) is not None and m.weight.dim() == 1]
-                for name, m in [*zip(names, linears), *((f"norm{j}", m) for j, m in enumerate(norms))]:
-                    roles[f"{stack}.{i}.{name}.weight"] = m.weight
-                    if m.bias is not None:
-                        roles[f"{stack}.{i}.{name}.bias"] = m.bias
+                norms = [(m.weight, m.bias) for m in layer.modules() if getattr(m, "weight", None) is not None
+                         and m.weight.dim() == 1]  # fmt: skip
+                for name, (weight, bias) in [*zip(names, matrices), *((f"norm{j}", wb) for j, wb in enumerate(norms))]:
+                    roles[f"{stack}.{i}.{name}.weight"] = weight
+                    if bias is not None:
+                        roles[f"{stack}.{i}.{name}.bias"] = bias
         if self.cfg.pre_norm:
             for stack in ("encoder", "decoder"):
                 norm = getattr(self, f"{stack}_norm")
@@ -295,7 +329,8 @@ class Transformer(nn.Module):
 
 @torch.no_grad()
 def initialize(model: Transformer, init: str) -> None:
-    """The initialisation named `init` (aiayn.model.hparams.INITS), in module order.
+    """The initialisation named `init` (aiayn.model.hparams.INITS), in module order, each matrix of §3
+    as `paper_map` gives it (a fused linear's matrices each drawn as a linear of its own).
 
     Both: embeddings ~ N(0, d_model^-0.5), as the √d_model input scaling expects (tensor2tensor's
     symbol modality; fairseq's Embedding, which also zeroes the padding row); layer norms 1 and 0.
@@ -316,21 +351,17 @@ def initialize(model: Transformer, init: str) -> None:
                 nn.init.normal_(module.weight, mean=0.0, std=cfg.d_model**-0.5)
             else:  # tensor2tensor's add_positional_embedding: a variable under the default initializer
                 nn.init.xavier_uniform_(module.weight)
-        elif isinstance(module, MultiHeadAttention) and init == "fairseq":
-            for linear in (module.W_q, module.W_k, module.W_v):
-                linear.reset_parameters()  # the bias as torch draws it
-                nn.init.xavier_uniform_(linear.weight, gain=2**-0.5)
-            nn.init.xavier_uniform_(module.W_o.weight)
-            nn.init.zeros_(module.W_o.bias)
-        elif isinstance(module, FeedForward) and init == "fairseq":
-            module.W_1.reset_parameters()
-            module.W_2.reset_parameters()
-    if init == "t2t":
-        for module in model.modules():
-            if is_linear(module):
-                nn.init.xavier_uniform_(module.weight)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
+    roles = model.paper_map()[0]
+    for name, weight in ((n, w) for n, w in roles.items() if ".W_" in n and n.endswith(".weight")):
+        bias, kind = roles.get(name.replace(".weight", ".bias")), name.split(".")[-2]
+        if init == "fairseq" and kind in ("W_q", "W_k", "W_v", "W_1", "W_2"):  # nn.Linear's own draw
+            nn.init.kaiming_uniform_(weight, a=math.sqrt(5))
+            if bias is not None:
+                nn.init.uniform_(bias, -(weight.size(1) ** -0.5), weight.size(1) ** -0.5)
+        if init == "t2t" or kind in ("W_q", "W_k", "W_v", "W_o"):
+            nn.init.xavier_uniform_(weight, gain=2**-0.5 if init == "fairseq" and kind != "W_o" else 1.0)
+            if bias is not None and (init == "t2t" or kind == "W_o"):
+                nn.init.zeros_(bias)
 
 
 def count_parameters(model: nn.Module) -> int:
