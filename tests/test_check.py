@@ -308,6 +308,14 @@ HARMLESS = {
         "        rows = [cfg.h * cfg.d_k, cfg.h * cfg.d_k, cfg.h * cfg.d_v]\n"
         "        self.W_q, self.W_k, self.W_v = (lambda x, j=j: F.linear(x, self.W_qkv.weight.split(rows)[j],\n"
         "            None if self.W_qkv.bias is None else self.W_qkv.bias.split(rows)[j]) for j in range(3))\n"),
+    "the encoder's self-attention as torch's nn.MultiheadAttention": (T,
+        "        self.self_attn = MultiHeadAttention(cfg)\n        self.ffn = FeedForward(cfg)\n"
+        "        self.sub = nn.ModuleList([SublayerConnection(cfg) for _ in range(2)])",
+        "        self.self_attn = nn.MultiheadAttention(cfg.d_model, cfg.h, cfg.P_drop_attn, cfg.attention_bias, "
+        "batch_first=True)\n        self.ffn = FeedForward(cfg)\n"
+        "        self.sub = nn.ModuleList([SublayerConnection(cfg) for _ in range(2)])",
+        "lambda y: self.self_attn(y, y, src_mask))",
+        "lambda y: self.self_attn(y, y, y, key_padding_mask=~src_mask[:, 0, 0], need_weights=False)[0])"),
     "a sublayer list renamed": (T, "self.sub = nn.ModuleList([SublayerConnection(cfg) for _ in range(3)])",
         "self.connections = nn.ModuleList([SublayerConnection(cfg) for _ in range(3)])\n        self.sub = self.connections"),
 }  # fmt: skip

@@ -222,15 +222,17 @@ def sublayers_of(layer: nn.Module) -> list[nn.Module]:
 
 
 def matrices_of(part: nn.Module, widths: list[int]) -> list[tuple[Tensor, Tensor | None]]:
-    """A sublayer's (weight, bias) in §3's order, a fused linear (W^Q W^K W^V as one, or W^K W^V) split by rows
-    into the matrices of `widths` (their output widths, an attention's: h d_k, h d_k, h d_v, d_model)."""
-    linears, out = linears_of(part), []
-    for m in linears:
-        at, cut = len(out), [m.weight.size(0)]
+    """A sublayer's (weight, bias) in §3's order, a fused linear (W^Q W^K W^V as one, or W^K W^V; torch's
+    nn.MultiheadAttention's in_proj) split by rows into the matrices of `widths` (their output widths, an
+    attention's: h d_k, h d_k, h d_v, d_model)."""
+    torchs = [m for m in part.modules() if getattr(m, "in_proj_weight", None) is not None]  # nn.MultiheadAttention
+    pairs = [(m.in_proj_weight, m.in_proj_bias) for m in torchs] + [(m.weight, m.bias) for m in linears_of(part)]
+    out = []
+    for weight, bias in pairs:
+        at, cut = len(out), [weight.size(0)]
         fused = [widths[at:n] for n in range(at + 2, len(widths) + 1) if sum(widths[at:n]) == cut[0]]
-        cut = fused[0] if fused and len(linears) < len(widths) else cut
-        bias = m.bias.split(cut) if m.bias is not None else [None] * len(cut)
-        out += list(zip(m.weight.split(cut), bias))
+        cut = fused[0] if fused and len(pairs) < len(widths) else cut
+        out += list(zip(weight.split(cut), bias.split(cut) if bias is not None else [None] * len(cut)))
     return out
 
 
