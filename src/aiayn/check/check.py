@@ -25,7 +25,7 @@ from aiayn.errors import UserError
 from aiayn.evaluation.translate import translate
 from aiayn.io import writable
 from aiayn.model.beam import beam_search
-from aiayn.model.hparams import init_std
+from aiayn.model.hparams import init_draw
 from aiayn.model.transformer import build
 from aiayn.runtime import records
 from aiayn.runtime.checkpoint import save, step_path
@@ -57,8 +57,7 @@ class Run:
         try:
             self.model = trainer_run(settings, self.small, UPDATES, self.training.on_update)
         except Exception as error:  # the trainer's own code fails: said, and its model decoded all the same
-            self.training.departure = Departure("", "", seen=failed(error))
-            self.model = None
+            self.training.departure, self.model = Departure("", "", seen=failed(error)), None
         if self.model is None or self.training.nonfinite:  # decoded as drawn, not as a rate too high left it
             torch.manual_seed(settings["train"]["seed"])
             self.model = build(self.cfg)
@@ -183,28 +182,30 @@ def decoding(run):
 
 
 def averaging(run):
-    """The experiment's `average_run` over step checkpoints 1-6 of a run checkpointed every 2 updates (the odd ones off
-    the grid, as a stop signal writes them): the last 2 on the grid, 4 and 6 (§6.1's "last k"), and their mean."""
-    weights = {s: torch.randn(3, 4, generator=torch.Generator().manual_seed(s)) for s in range(1, 7)}
+    """`average_run` over step checkpoints 1-7 of a run checkpointed every 2 updates, stopped before its final 8 (odd
+    ones off the grid, as a stop signal writes them): the last 2 on the grid, 4 and 6 (§6.1's "last k"), their mean."""
+    weights = {s: torch.randn(3, 4, generator=torch.Generator().manual_seed(s)) for s in range(1, 8)}
     with tempfile.TemporaryDirectory() as folder:
         for s, w in weights.items():
             save({"model_config": {}, "model": {"w": w}, "step": s, "identity": {"run": 1}}, step_path(folder, s))
-        got = average_run(folder, f"{folder}/average.pt", k=2, interval=2, final=6, log=lambda m: None)
+        got = average_run(folder, f"{folder}/average.pt", k=2, interval=2, final=8, log=lambda m: None)
     steps, off = sorted(got["averaged_steps"]), float((got["model"]["w"] - (weights[4] + weights[6]) / 2).abs().max())
-    said = f"it averages steps {steps} of 1-6 where the last 2 on the grid of 2 updates are 4 and 6" if steps != \
+    said = f"it averages steps {steps} of 1-7 where the last 2 on the grid of 2 updates are 4 and 6" if steps != \
         [4, 6] else f"its mean of steps 4 and 6 is {off:.3g} from theirs" if off > 1e-6 else None  # fmt: skip
-    return said, "the last 2 of 6 step checkpoints on the grid, averaged element-wise", {"steps": steps}
+    return said, "the last 2 of 7 step checkpoints on the grid, averaged element-wise", {"steps": steps}
 
 
 def initialisation(initial: dict, cfg):
-    """Every weight (`initial`: role -> shape, std as drawn) against the spread `init` draws, within 10 % + sampling."""
+    """Every tensor (`initial`: role -> shape, mean, std as drawn) against what `init` draws (`init_draw`)."""
     worst, where = 0.0, ""
-    for role, (shape, std) in initial.items():
-        want = init_std(role, shape, cfg)
-        off = abs(std / want - 1) / (0.1 + 3 / math.sqrt(2 * math.prod(shape))) if want else 0.0
+    for role, (shape, mean, std) in initial.items():
+        want_mean, want = init_draw(role, shape, cfg)
+        off = abs(std / want - 1) / (0.1 + 3 / math.sqrt(2 * math.prod(shape))) if want else \
+            (abs(mean - want_mean) + std) / 1e-6  # fmt: skip
         if off > worst:
-            worst, where = off, f"{role} has std {std:.4g} where init {cfg.init} draws {want:.4g}"
-    return (where if worst > 1 else None), "every weight drawn with its initialisation's spread", {"worst": worst}
+            worst, where = off, f"{role} has std {std:.4g} where init {cfg.init} draws {want:.4g}" if want else \
+                f"{role} has mean {mean:.4g}, std {std:.4g} where init {cfg.init} makes it {want_mean:g}"  # fmt: skip
+    return (where if worst > 1 else None), "every tensor drawn as its initialisation draws it", {"worst": worst}
 
 
 @dataclass(frozen=True)
@@ -242,8 +243,8 @@ CHECKS = [
          "functions against every ending", "1e-3 (the score 1e-6)", decoding),
     Spec("averaging", "§6.1", "the experiment's averaging of step checkpoints: which it takes (the last k on the "
          "checkpoint grid, one off it left out) and their element-wise mean", "1e-6", averaging),
-    Spec("initialisation", "§3.4, `init`", "the spread of every weight against the one its initialisation draws",
-         "10 % and the sampling error", lambda run: initialisation(run.training.initial, run.cfg)),
+    Spec("initialisation", "§3.4, `init`", "every tensor's spread (a constant: its value) against its `init`'s",
+         "10 % and the sampling error (a constant 1e-6)", lambda run: initialisation(run.training.initial, run.cfg)),
 ]  # fmt: skip
 
 

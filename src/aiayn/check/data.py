@@ -101,8 +101,7 @@ def read_rows(corpus, pairs, seen) -> tuple[list[int], list[str]]:
 
 
 def coverage(batcher) -> str | None:
-    """What epoch 1 of a batch plan leaves out or holds twice, a micro-batch over its budget on a side
-    (§5.1 counts source and target tokens), or epoch 2 in epoch 1's order; or None."""
+    """What epoch 1 of a plan leaves out or doubles, a micro-batch over budget a side (§5.1), epoch 2 in 1's order."""
     n, batches = len(batcher.corpus), batcher.epoch(0)
     counts = np.bincount(np.concatenate(batches), minlength=n)
     left, twice = np.flatnonzero(counts == 0), int((counts > 1).sum())

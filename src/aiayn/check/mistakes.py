@@ -80,8 +80,8 @@ class Departure:
         at = f"update {self.update}: " if self.update else ""
         if not self.quantity:  # the run failed: `failed` says where
             return at + self.seen
-        by = "" if self.amount is None else f" by {self.amount:.3g}"
-        text = f"{at}{self.quantity} departs from the paper's at {self.where}{by}" + f": {self.seen}" * bool(self.seen)
+        by = ("" if self.amount is None else f" by {self.amount:.3g}") + f": {self.seen}" * bool(self.seen)
+        text = f"{at}the run departs from the paper's in {self.quantity} at {self.where}{by}"
         if self.causes:
             return f"{text}; it is what {' or '.join(self.causes)} computes"
         return text if self.seen else text + "; none of the known mistakes reproduces it"
@@ -113,8 +113,7 @@ def layer_mistakes(stack: str, layer: str, pre_norm: bool):
 
 
 def parts(seen, cfg):
-    """(name, the model's value, the reference's computation on the model's own input, mistakes, side)
-    for each part of the forward pass `seen` (aiayn.check.run.Seen), in the order they run."""
+    """Each part of the pass `seen`, in order: (name, the model's value, the reference on its input, mistakes, side)."""
     src, tgt_in, io = seen.src, seen.tgt_in, {k: [t.to(DTYPE) for t in v] for k, v in seen.io.items()}
     yield "the source embedding", seen.io["enc_in"][0], lambda r: r.embed("src", src), EMBEDDING, "src"
     for stack, side, outs in (("encoder", "src", seen.io["enc_out"]), ("decoder", "tgt", seen.io["dec_out"])):
@@ -137,8 +136,7 @@ def parts(seen, cfg):
 
 
 def locate(seen, params: dict, cfg, base: Form) -> Departure | None:
-    """The first part of `seen` that differs from the reference of form `base` (over the dropout
-    masks the pass drew), with the mistakes whose reproduction matches it."""
+    """The first part of `seen` unlike the reference of form `base` (the pass's masks), the mistakes reproducing it."""
     ref = Reference(params, cfg, base, seen.masks)
     keep = {"src": seen.src != cfg.pad_id, "tgt": seen.tgt_in != cfg.pad_id}
     for name, got, compute, mistakes, side in parts(seen, cfg):

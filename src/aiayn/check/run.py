@@ -75,8 +75,7 @@ class Seen:
 
 @contextlib.contextmanager
 def watching(model):
-    """Hooks on `model` while the block runs, keeping each forward pass (a list of Seen, appended to)
-    and the masks it draws under the Draws given with it."""
+    """Hooks on `model` while the block runs: each forward pass (Seen, appended) and the masks drawn under its Draws."""
     seen: list[Seen] = []
     (_, layers), draws = model.paper_map(), Draws()
 

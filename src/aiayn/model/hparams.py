@@ -82,16 +82,18 @@ class ModelConfig:
         return dataclasses.asdict(self)
 
 
-def init_std(role: str, shape, cfg) -> float | None:
-    """The standard deviation INITS' `cfg.init` draws the tensor of `role` (a name of
-    `Transformer.paper_map`) with, as `aiayn.model.transformer.initialize` says it draws it; None for
-    biases and norms (constants, or torch's default). The check stage compares the drawn weights."""
-    if role.endswith(".bias") or "norm" in role:
-        return None
+def init_draw(role: str, shape, cfg) -> tuple[float, float]:
+    """The mean and standard deviation INITS' `cfg.init` draws the tensor of `role` (a name of
+    `Transformer.paper_map`) with, as `aiayn.model.transformer.initialize` draws it (a constant: its
+    value and 0). The check stage compares the drawn tensors."""
     fairseq, kind = cfg.init == "fairseq", role.split(".")[-2] if role.count(".") > 1 else role
+    if "norm" in role:  # a layer norm's gain 1, its bias 0
+        return float(not role.endswith(".bias")), 0.0
+    if role.endswith(".bias"):  # 0; fairseq's but W^O's at nn.Linear's default, uniform(±1/sqrt(fan_in))
+        return 0.0, math.sqrt(1 / (3 * (cfg.d_ff if kind == "W_2" else cfg.d_model))) * (fairseq and kind != "W_o")
     if role.endswith("_embed") or (fairseq and role.endswith("_pos")):
-        return cfg.d_model**-0.5
+        return 0.0, cfg.d_model**-0.5
     xavier = math.sqrt(2 / sum(shape[:2]))  # a kernel-1 convolution's (out, in, 1) as a linear's
     if fairseq and kind in ("W_q", "W_k", "W_v"):
-        return xavier / math.sqrt(2)
-    return math.sqrt(1 / (3 * shape[1])) if fairseq and kind in ("W_1", "W_2") else xavier
+        return 0.0, xavier / math.sqrt(2)
+    return 0.0, math.sqrt(1 / (3 * shape[1])) if fairseq and kind in ("W_1", "W_2") else xavier

@@ -236,6 +236,13 @@ def matrices_of(part: nn.Module, widths: list[int]) -> list[tuple[Tensor, Tensor
     return out
 
 
+def gain_bias(module: nn.Module) -> tuple[Tensor, Tensor | None] | None:
+    """A norm's gain and bias: those of a module whose own parameters are vectors (nn.LayerNorm, or one written by
+    hand, its bias the one named bias, beta or b...), else None."""
+    own = sorted(module.named_parameters(recurse=False), key=lambda kv: kv[0].startswith("b") or "bias" in kv[0])
+    return (own[0][1], own[1][1] if len(own) > 1 else None) if own and all(p.dim() == 1 for _, p in own) else None
+
+
 def role_grads(model: nn.Module, roles: dict[str, Tensor]) -> dict[str, Tensor]:
     """Copies of the gradients of `paper_map`'s tensors: a fused linear's matrix is a view of its parameter
     (`matrices_of`), its gradient the same view of the parameter's."""
@@ -307,17 +314,14 @@ class Transformer(nn.Module):
                 parts = sublayers_of(layer)
                 ffn = len(parts) - 1  # the last, unsplit
                 matrices = [wb for j, part in enumerate(parts) for wb in matrices_of(part, widths * (j < ffn))]
-                # the norms: what holds a gain vector of its own (nn.LayerNorm, or one written by hand)
-                norms = [(m.weight, m.bias) for m in layer.modules() if getattr(m, "weight", None) is not None
-                         and m.weight.dim() == 1]  # fmt: skip
-                for name, (weight, bias) in [*zip(names, matrices), *((f"norm{j}", wb) for j, wb in enumerate(norms))]:
+                norms = [gb for m in layer.modules() if (gb := gain_bias(m))]
+                for name, (weight, bias) in [*zip(names, matrices), *((f"norm{j}", gb) for j, gb in enumerate(norms))]:
                     roles[f"{stack}.{i}.{name}.weight"] = weight
                     if bias is not None:
                         roles[f"{stack}.{i}.{name}.bias"] = bias
-        if self.cfg.pre_norm:
-            for stack in ("encoder", "decoder"):
-                norm = getattr(self, f"{stack}_norm")
-                roles |= {f"{stack}_norm.weight": norm.weight, f"{stack}_norm.bias": norm.bias}
+        for stack in ("encoder", "decoder") if self.cfg.pre_norm else ():
+            weight, bias = gain_bias(getattr(self, f"{stack}_norm"))
+            roles |= {f"{stack}_norm.weight": weight} | ({f"{stack}_norm.bias": bias} if bias is not None else {})
         return roles, {"encoder": list(self.encoder), "decoder": list(self.decoder)}
 
     def decode_step(self, tokens: Tensor, state) -> Tensor:
