@@ -299,10 +299,10 @@ class Transformer(nn.Module):
         reads the model through it alone, aiayn.check.reference): each sublayer's linears by their
         names (W_q, W_k, W_v, W_o; W_1, W_2), defined in any order, or where a sublayer lacks those
         names by order (renamed or regrouped: Q, K, V, O; the FFN's two; a fused one split by rows,
-        `matrices_of`), and each layer's norms in
-        order (the sublayers as `sublayers_of` finds them, by their attributes or what they hold); and the
-        encoder's and decoder's layers, whose inputs and outputs locate a difference. Under a shared
-        vocabulary "src_embed" is "tgt_embed"'s tensor, which is also the projection (§3.4)."""
+        `matrices_of`), and each layer's norms in order (`gain_bias`; the sublayers as `sublayers_of`
+        finds them, by their attributes or what they hold); and the encoder's and decoder's layers,
+        whose inputs and outputs locate a difference. Under a shared vocabulary "src_embed" is
+        "tgt_embed"'s tensor, which is also the projection (§3.4)."""
         roles = {"src_embed": self.src_embed.weight, "tgt_embed": self.tgt_embed.weight}
         if self.cfg.positional == "learned":
             roles |= {"src_pos": self.src_embed.learned.weight, "tgt_pos": self.tgt_embed.learned.weight}

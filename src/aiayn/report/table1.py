@@ -30,13 +30,13 @@ CSV, and its figure.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
-from torch.utils.flop_counter import FlopCounterMode
 
 from aiayn.io import atomic_paths, together, writable
 from aiayn.report.compact import OURS, ours
@@ -172,6 +172,10 @@ def make(kind: str, d: int, *, k: int, r: int, heads: int = 8, dilation: int | N
 def flops(layer: nn.Module, n: int, d: int) -> int:
     """Forward FLOPs by torch's counter. nn.LSTM's fused kernel is not counted: its FLOPs are
     counted on an LSTMCell with its weights, unrolled over the n steps (the same arithmetic)."""
+    # its import warns on a CUDA build without triton that triton kernels go uncounted: none runs here
+    logging.getLogger("torch.utils.flop_counter").setLevel(logging.ERROR)
+    from torch.utils.flop_counter import FlopCounterMode
+
     x = torch.randn(1, n, d)
     with FlopCounterMode(display=False) as counter:
         if isinstance(layer, Recurrent):
