@@ -335,8 +335,9 @@ class Transformer(nn.Module):
 
 @torch.no_grad()
 def initialize(model: Transformer, init: str) -> None:
-    """The initialisation named `init` (aiayn.model.hparams.INITS), in module order, each matrix of §3
-    as `paper_map` gives it (a fused linear's matrices each drawn as a linear of its own).
+    """The initialisation named `init` (aiayn.model.hparams.INITS): the embeddings, norms and learned
+    positions in module order, then each matrix of §3 in `paper_map`'s order (a fused linear's
+    matrices each drawn as a linear of its own).
 
     Both: embeddings ~ N(0, d_model^-0.5), as the √d_model input scaling expects (tensor2tensor's
     symbol modality; fairseq's Embedding, which also zeroes the padding row); layer norms 1 and 0.
