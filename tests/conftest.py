@@ -23,6 +23,16 @@ ROOT = Path(__file__).resolve().parents[1]
 for _var in ("SLURM_JOB_ID", "SLURM_JOBID"):
     os.environ.pop(_var, None)
 
+# torch on one thread in the tests' own processes and the ones they start, unless you set it: their
+# models are tiny, and a second thread costs more than it gives (test_check's bugs and rewrites:
+# 41 s on one thread, 89 s on two, alone on 2 cores; the fast tests 7 min 11 s against 9 min 27 s),
+# the more so on CI's two cores, which run three Pythons' tests at once. Threads without work
+# sleep rather than spin (a `python -m aiayn` sets that itself: aiayn.cli.thread_policy). Set here,
+# before anything imports torch, which reads both when it starts; a Snakemake job gets its rule's
+# threads from Snakemake whatever this says.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 
 # Every process a test starts runs in a process group of its own, and the whole group ends with
 # it: on a timeout, an error, Ctrl-C, or a normal end that left children behind (subprocess.run
