@@ -360,7 +360,7 @@ def test_data_stages_of_the_dag_against_a_local_server(tmp_path):
     with Server(root) as server:
         config["mirror"] = server.url
         (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-        run = snakemake_study(tmp_path, "data", tmp_path / "config.yaml")
+        run = snakemake_study(tmp_path, "data", "--configfile", str(tmp_path / "config.yaml"))
     assert run.returncode == 0, run.stderr[-4000:]
     data = tmp_path / "results/data/wmt14-en-de"
     report = json.loads((data / "train.report.json").read_text())

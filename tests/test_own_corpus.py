@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, write_corpus
+from conftest import ROOT, snakemake_study, write_corpus
 
 from aiayn.data.generate import EXAMPLE_FILES
 from aiayn.io import OUTPUT_MARK
@@ -22,10 +22,8 @@ WRITTEN = sorted([OUTPUT_MARK, *(name for pair in EXAMPLE_FILES.values() for nam
 
 
 def snakemake(workdir: Path, *args: str, configfiles: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(workdir), "--cores", "2",
-           "--configfile", str(ROOT / "examples/own-pair.yaml"), *configfiles, "--replace-workflow-config",
-           *args]  # fmt: skip
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+    own = ("--configfile", str(ROOT / "examples/own-pair.yaml"), *configfiles, "--replace-workflow-config")
+    return snakemake_study(workdir, *own, *args, timeout=1200)
 
 
 @pytest.mark.slow

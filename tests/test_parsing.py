@@ -211,7 +211,7 @@ def test_tiny_parsing_run_through_the_dag_on_the_sample(sample, tmp_path):
     }
     config["baselines"] = False
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(config))
-    run = snakemake_study(tmp_path, "table4", tmp_path / "study.yaml", "--replace-workflow-config")
+    run = snakemake_study(tmp_path, "table4", "--configfile", str(tmp_path / "study.yaml"), "--replace-workflow-config")
     assert run.returncode == 0, run.stderr[-4000:]
     import json
 
