@@ -38,6 +38,7 @@ from aiayn.training.train import EXIT_PEER_LOST
 pytestmark = pytest.mark.slurm
 
 NODES = ["node1", "node2"]  # the nodes of tests/slurm/slurm-ci.sh
+CPUS = 2  # each training task's CPUs, and so the torch threads of its process (Snakemake's rule threads)
 
 
 def idle_nodes() -> list[str]:
@@ -238,7 +239,7 @@ def test_tiny_study_through_the_slurm_profile_on_two_nodes(tmp_path):
         "train:nodes=2",
         "train:tasks=2",
         "train:mpi=srun",
-        "train:cpus_per_task=2",
+        f"train:cpus_per_task={CPUS}",
         "train:mem_mb=3000",
         # a time limit the training cannot finish within: the job stops 90 s before its limit
         # (checkpoint, scontrol requeue, exit 75), and the requeued job resumes (with a longer limit)
@@ -311,6 +312,7 @@ def test_tiny_study_through_the_slurm_profile_on_two_nodes(tmp_path):
         assert "on 2 x cpu (2 launcher tasks on node" in log  # one srun task, torchrun agent and process per node
         for start in records(results / experiment / "metrics.jsonl", "start"):
             assert start["world_size"] == 2 and start["agents"] == 2 and sorted(start["hosts"]) == NODES, start
+            assert start["threads"] == CPUS, start  # the reference's, below
         # the same final model as one process with gradient accumulation 2 (dropout on; stopped,
         # requeued, killed and resumed or not)
         reference = references[experiment]
@@ -347,8 +349,10 @@ def start_single_process_run(workdir, output: str, experiment: str) -> tuple[sub
     env = {
         k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "RANK", "WORLD_SIZE", "LOCAL_", "MASTER_"))
     }
-    # torch's own thread count, as in the Slurm jobs' processes: with another, rounding differs by
-    # 1e-10 after one update, which this tiny model's high learning rate amplifies to 0.3 in 40
+    # the Slurm jobs' processes' thread count (their task's CPUs, not the one thread of the tests' own
+    # processes, tests/conftest.py): with another, rounding differs by 1e-10 after one update, which
+    # this tiny model's high learning rate amplifies to 0.3 in 40
+    env["OMP_NUM_THREADS"] = str(CPUS)
     env["PYTHONPATH"] = str(ROOT / "src")
     proc = subprocess.Popen(
         cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
