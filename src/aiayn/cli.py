@@ -102,20 +102,24 @@ def thread_policy(environ: MutableMapping[str, str] = os.environ) -> None:
 
 
 class _Tee:
-    """A text stream writing to `log` as it is, and to `terminal` line by line after `prefix`."""
+    """A text stream writing whole lines to `log`, each in one write (the processes of a job append to
+    one log: `print` writes a line and its newline apart, and two ranks' lines once interleaved), and
+    to `terminal` after `prefix`."""
 
     def __init__(self, terminal: TextIO, log: TextIO, prefix: str):
         self.terminal, self.log, self.prefix, self.pending = terminal, log, prefix, ""
 
     def write(self, text: str) -> int:
+        *lines, self.pending = (self.pending + text).split("\n")
+        if not lines:
+            return len(text)
         try:
-            self.log.write(text)
+            self.log.write("".join(f"{line}\n" for line in lines))
             self.log.flush()
         except OSError as exc:  # a full disk under the log: name the log
             exc.filename = exc.filename or self.log.name
             raise
-        *lines, self.pending = (self.pending + text).split("\n")
-        if self.terminal is not None and lines:
+        if self.terminal is not None:
             try:
                 self.terminal.write("".join(f"{self.prefix}{line}\n" for line in lines))
                 self.terminal.flush()
