@@ -141,21 +141,29 @@ class Watcher(threading.Thread):
             return
         step = stop[0]["step"]
         seen["stop"] = stop[0]
-        # the longer limit at once: Slurm holds the requeued job about 2 minutes, and a loaded machine
-        # has taken longer than that to print the stop lines (CI, 2026-12-07): the requeued job then
-        # started under its 2-minute limit and stopped again at once
-        seen["extended"] = self.wait(lambda: scontrol_update(job, "TimeLimit=30"), 120)
         lines = re.compile(rf"^rank \d on (node\d): stops at step {step}$", re.M)
-        # every stop line seen, kept: a loaded machine took about a minute from the stop record to the
-        # lines once (CI, 2026-12-03), and the requeued job's run of the rule starts its log anew
+        # every stop line seen, kept, from the stop record on: a loaded machine took about a minute
+        # from the record to the lines once (CI, 2026-12-03), and the requeued job's run of the rule
+        # starts its log anew, which once came before the lines were read (CI, 2026-12-07)
         stopped, t0 = set(), time.time()
 
         def both_stopped():
-            stopped.update(lines.findall(self.log.read_text()))
+            text = self.log.read_text()
+            seen.setdefault("log_at_stop", text[-1500:])
+            stopped.update(lines.findall(text))
             return sorted(stopped) == NODES and NODES
 
+        def extended():  # Slurm refuses the update while the job completes; the log read meanwhile
+            both_stopped()
+            return scontrol_update(job, "TimeLimit=30")
+
+        # the longer limit at once: Slurm holds the requeued job about 2 minutes, and a loaded machine
+        # has taken longer than that to print the stop lines (CI, 2026-12-07): the requeued job then
+        # started under its 2-minute limit and stopped again at once
+        seen["extended"] = self.wait(extended, 120)
+        seen["extended_after_s"] = round(time.time() - t0, 1)
         seen["stopped_on"] = self.wait(both_stopped, 240)
-        seen["stop_lines_after_s"] = round(time.time() - t0, 1)
+        seen["stop_lines"], seen["stop_lines_after_s"] = sorted(stopped), round(time.time() - t0, 1)
         if self.wait(lambda: squeue(job, "%T") == "PENDING", 120):
             scontrol_update(job, "StartTime=now")
         # the resumed job's own first checkpoint (a dev record after the resumed step), then the kill
