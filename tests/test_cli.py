@@ -297,23 +297,26 @@ def test_a_logged_training_says_its_progress_on_the_terminal_and_everything_in_i
 
 def test_processes_logging_to_one_file_leave_whole_lines(tmp_path):
     """The processes of a training job append to one log (`--log-to`): each line arrives whole, never
-    cut by another process's (`print` writes a line and its newline apart, and the stop lines of two
-    ranks once ran together into one)."""
+    cut by another process's, on each of the log's three ways in (stdout, stderr, a command's
+    details), long lines too (`print` writes a line and its newline apart, and the stop lines of two
+    ranks once ran together into one; a line-buffered file writes a line past 8 KiB in two)."""
     import toy
 
     log = tmp_path / "job.log"
     code = (  # both ranks' lines at the same moment, as after the barrier of a stop
-        "import sys, time\nfrom aiayn import cli\nwith cli.log_to(sys.argv[1]):\n"
+        "import sys, time\nfrom aiayn import cli, commands\nwith cli.log_to(sys.argv[1]):\n"
         "    while time.time() < float(sys.argv[3]):\n        pass\n"
-        "    for i in range(3000):\n        print(f'rank {sys.argv[2]} line {i}', flush=True)\n"
+        "    for i in range(3000):\n"
+        "        line = f'rank {sys.argv[2]} line {i}' + ('.' * 9000 if i % 50 == 0 else '')\n"
+        "        [print(line, flush=True), print(line, file=sys.stderr), commands.say_to_log(line)][0]\n"
     )
     start = str(time.time() + 1.5)
     ranks = [subprocess.Popen([sys.executable, "-c", code, str(log), str(r), start], env=toy.env_for_subprocess(),
                               stdout=subprocess.DEVNULL) for r in (0, 1)]  # fmt: skip
     assert [rank.wait(timeout=120) for rank in ranks] == [0, 0]
-    want = sorted(f"rank {r} line {i}" for r in (0, 1) for i in range(3000))
+    want = sorted(f"rank {r} line {i}" + ("." * 9000 if i % 50 == 0 else "") for r in (0, 1) for i in range(3000)) * 3
     got = log.read_text().splitlines()
-    assert sorted(got) == want, [line for line in got if line not in set(want)][:5]
+    assert sorted(got) == sorted(want), [line[:60] for line in got if line not in set(want)][:5]
 
 
 def test_every_train_option_passes_through_torchrun():

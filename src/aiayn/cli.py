@@ -103,10 +103,10 @@ def thread_policy(environ: MutableMapping[str, str] = os.environ) -> None:
 
 class _Tee:
     """A text stream writing whole lines to `log`, each in one write (the processes of a job append to
-    one log: `print` writes a line and its newline apart, and two ranks' lines once interleaved), and
-    to `terminal` after `prefix`."""
+    one log: `print` writes a line and its newline apart, and a line-buffered file a line past 8 KiB
+    in two, and two ranks' lines once interleaved), and to `terminal` (if any) after `prefix`."""
 
-    def __init__(self, terminal: TextIO, log: TextIO, prefix: str):
+    def __init__(self, terminal: TextIO | None, log: TextIO, prefix: str = ""):
         self.terminal, self.log, self.prefix, self.pending = terminal, log, prefix, ""
 
     def write(self, text: str) -> int:
@@ -187,8 +187,7 @@ def log_to(path: str) -> Iterator[TextIO]:
     sys.stderr.flush()
     terminal, saved_stderr, saved_fd = sys.stdout, sys.stderr, os.dup(2)
     os.dup2(log.fileno(), 2)
-    sys.stderr = log
-    commands.DETAIL_LOG = log
+    sys.stderr = commands.DETAIL_LOG = _Tee(None, log)
     try:
         same = os.path.samestat(os.fstat(terminal.fileno()), os.fstat(log.fileno()))
     except (OSError, ValueError):
@@ -199,9 +198,10 @@ def log_to(path: str) -> Iterator[TextIO]:
     try:
         yield terminal
     finally:
-        with contextlib.suppress(OSError):  # a full disk under the log was said already, on the terminal
-            if isinstance(sys.stdout, _Tee) and sys.stdout.pending:  # a last line without its newline
-                sys.stdout.write("\n")
+        for stream in {sys.stdout, sys.stderr}:  # a last line without its newline
+            with contextlib.suppress(OSError):  # a full disk under the log was said already, on the terminal
+                if isinstance(stream, _Tee) and stream.pending:
+                    stream.write("\n")
         sys.stdout, sys.stderr = terminal, saved_stderr
         commands.DETAIL_LOG = None
         os.dup2(saved_fd, 2)
