@@ -180,13 +180,6 @@ def test_records_are_told_apart_in_one_place():
         metrics.kind({"step": 1})
 
 
-def test_an_append_after_a_torn_line_cuts_it_and_starts_a_line_of_its_own(tmp_path):
-    path = records(tmp_path / "m.jsonl", START, torn='{"step": 2, "lo')
-    metrics.append(path, {"step": 2, "dev_nll": 1.0, "dev_ppl": 2.7, "dev_loss": 1.1})
-    lines = path.read_text().splitlines()
-    assert [json.loads(line)["step"] for line in lines] == [0, 2]  # every line parses, the torn one is gone
-
-
 def test_the_dev_perplexity_is_the_newest_checkpoints_whatever_the_order_of_records(tmp_path):
     path = records(
         tmp_path / "m.jsonl",

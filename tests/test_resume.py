@@ -169,9 +169,12 @@ def test_a_checkpoint_whose_dev_pass_was_killed_is_evaluated_on_resume(tmp_path,
     toy.assert_same_weights(toy.final_weights(tmp_path / "straight"), toy.final_weights(tmp_path / "killed"))
 
 
-def test_a_torn_metrics_line_does_not_stop_a_resume(tmp_path):
+@pytest.mark.parametrize("updates", [2, 6])  # killed before its first checkpoint (a start again), after (a resume)
+def test_a_torn_metrics_line_is_cut_when_the_run_goes_on(tmp_path, updates):
+    """A crash leaves at worst a torn last line in metrics.jsonl; the run's next job, starting again
+    or resuming, cuts it before it appends: every line of the file is a record."""
     settings = toy.settings(steps=8, checkpoint_interval=4)
-    assert toy.train_in_process(tmp_path, settings, max_updates=6) == EXIT_DONE
+    assert toy.train_in_process(tmp_path, settings, max_updates=updates) == EXIT_DONE
     path = tmp_path / "metrics.jsonl"
     path.write_text(path.read_text() + '{"step": 7, "lo')
     assert toy.train_in_process(tmp_path, settings) == EXIT_DONE

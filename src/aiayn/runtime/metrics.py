@@ -42,19 +42,13 @@ def kind(record: dict) -> str:
 
 def append(path: str | os.PathLike, record: dict) -> None:
     """Add one record as one line, written by a single `write` to a file opened for appending, so a
-    crash leaves at worst a torn last line; a torn line left by an earlier crash is cut off first,
-    so that the new record starts a line of its own."""
+    crash leaves at worst a torn last line (cut when the run starts again: `truncate`, which every
+    start and resume of aiayn.training.resume.restore calls before its first append)."""
     kind(record)
     appendable(path)
     line = (json.dumps(record) + "\n").encode("utf-8")
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
     try:
-        size = os.fstat(fd).st_size
-        if size:
-            with open(path, "rb") as f:
-                f.seek(max(0, size - 1))
-                if f.read(1) != b"\n":
-                    _cut_torn_line(path, fd, size)
         written = os.write(fd, line)
         if written != len(line):  # a short write: the disk filled up under it
             raise OSError(errno.ENOSPC, f"wrote {written} of {len(line)} bytes", str(path))
@@ -63,12 +57,6 @@ def append(path: str | os.PathLike, record: dict) -> None:
         raise
     finally:
         os.close(fd)
-
-
-def _cut_torn_line(path, fd: int, size: int) -> None:
-    with open(path, "rb") as f:
-        data = f.read(size)
-    os.ftruncate(fd, data.rfind(b"\n") + 1)
 
 
 def _records(path: Path, torn: bool = False) -> list[dict]:
