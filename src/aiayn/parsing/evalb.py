@@ -29,6 +29,7 @@ message says "too many open bracket" (it pops below its stack), ours "too many c
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from aiayn.errors import UserError
@@ -47,9 +48,7 @@ class Params:
     delete_labels: tuple[str, ...] = ("TOP", "-NONE-", ",", ":", "``", "''", ".")
     delete_labels_for_length: tuple[str, ...] = ("-NONE-",)
     eq_labels: tuple[tuple[str, str], ...] = (("ADVP", "PRT"),)
-    labeled: bool = True
     cutoff_len: int = 40
-    max_error: int = 10
 
     def label_eq(self, a: str, b: str) -> bool:
         return a == b or (a, b) in self.eq_labels or (b, a) in self.eq_labels
@@ -123,10 +122,7 @@ def kept_brackets(brackets, params: Params) -> list[tuple[int, int, str]]:
     for start, end, label in brackets:
         if start == end:
             continue
-        for i, ch in enumerate(label):
-            if ch in "-=":
-                label = label[:i]
-                break
+        label = re.split("[-=]", label, maxsplit=1)[0]
         if any(params.label_eq(label, d) for d in params.delete_labels):
             continue
         out.append((start, end, label))
@@ -179,7 +175,7 @@ def score_sentence(gold_line: str, test_line: str, params: Params = COLLINS) -> 
     match = 0
     for gs, ge, gl in g:
         for j, (ts, te, tl) in enumerate(t):
-            if not used[j] and (gs, ge) == (ts, te) and (not params.labeled or params.label_eq(gl, tl)):
+            if not used[j] and (gs, ge) == (ts, te) and params.label_eq(gl, tl):
                 used[j] = True
                 match += 1
                 break
