@@ -20,6 +20,7 @@ import aiayn
 from aiayn.cli import COMMANDS, THREAD_VARIABLES, build_parser, main, thread_policy
 from aiayn.errors import UserError
 from aiayn.report import figures, notes
+from aiayn.report.format import markdown_of
 from aiayn.study.grid import sources_line
 
 
@@ -148,13 +149,13 @@ def row(**over) -> dict:
 def test_tables_carry_the_study_line_the_version_and_why_cells_are_blank():
     study = sources_line(["profiles/demo/study.yaml"], replaced=True)
     assert study == "Study: `profiles/demo/study.yaml`, which replaces `config.yaml` in this run."
-    md = notes.markdown_document(2, [row()], study=study)
+    md = markdown_of(notes.document(2, [row()], study=study))
     lines = md.splitlines()
     assert lines[2] == study and lines[-1] == f"Written by aiayn {aiayn.described()}."
     assert "CPU runs (hardware CPU) leave cost_flops_paper_formula and mfu blank" in md
-    gpu = notes.markdown_document(2, [row(gpu="H100", mfu=0.4)])
+    gpu = markdown_of(notes.document(2, [row(gpu="H100", mfu=0.4)]))
     assert "CPU runs" not in gpu and "No peak FLOP/s" not in gpu
-    odd = notes.markdown_document(2, [row(gpu="Quadro X9")])
+    odd = markdown_of(notes.document(2, [row(gpu="Quadro X9")]))
     assert "No peak FLOP/s is known for Quadro X9" in odd
     assert sources_line([], replaced=False) == "Study: `config.yaml`."
     assert sources_line(["site.yaml"], replaced=False) == "Study: `config.yaml`, extended by `site.yaml`."

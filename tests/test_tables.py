@@ -13,8 +13,8 @@ import sys
 import pytest
 from conftest import ROOT, flat, squeeze
 
-from aiayn.report.format import to_csv
-from aiayn.report.notes import findings_line, markdown_document
+from aiayn.report.format import markdown_of, to_csv
+from aiayn.report.notes import document, findings_line
 from aiayn.report.tables import add_directions, build, paper_cost, write_table
 from aiayn.study import config as cfg
 from aiayn.study import paper
@@ -149,7 +149,7 @@ def test_table2_cells_deltas_and_pending(tmp_path):
     assert big["status"] == "pending (step 120000/300000)" and big["bleu"] is None
     assert fr["status"] == "pending"
     # CSV and Markdown carry the same values: ours right under the paper's row, the rest in its note
-    md = squeeze(markdown_document(2, rows, experiments=specs))
+    md = squeeze(markdown_of(document(2, rows, experiments=specs)))
     table = list(csv.DictReader(io.StringIO(to_csv(rows))))
     assert (table[0]["bleu"], table[0]["bleu_reference"], table[0]["bleu_wmt"]) == ("27.9", "t2t", "27.7")
     assert "| Transformer (base) | 27.3 | 38.1 | 3.3e18 | 3.3e18 |\n| ours: base [1] | 27.90 |  | 3.9e18 |  |" in md
@@ -233,7 +233,7 @@ def test_table3_says_which_variations_move_as_in_the_paper(tmp_path):
     assert rows[2]["as_paper"].endswith("; BLEU not significant")
     assert "1 of 3 variations move as in the paper (dev perplexity and dev BLEU against base; 1 partly), 1 of them " \
         "significantly (BLEU, p < 0.05)" in findings_line(rows)  # fmt: skip
-    md = flat(markdown_document(3, rows))
+    md = flat(markdown_of(document(3, rows)))
     assert "; as the paper: yes: ppl worse as paper, BLEU worse as paper 3. t3-A-h16:" in md  # the paper's order
     assert "Does this study reproduce the paper's findings? 1 of 3 variations" in md
 
@@ -257,7 +257,7 @@ def test_a_run_that_is_not_the_papers_setting_gets_no_delta_and_says_why(tmp_pat
         "tokens_per_update 600 (paper 25,000), 300 test lines (paper 3,003), 20,000 training pairs (paper ~4,500,000)"
     )
     assert row["hardware"] == "CPU"
-    md = squeeze(markdown_document(2, [row], experiments=[spec("base-en-de", 27.3)]))
+    md = squeeze(markdown_of(document(2, [row], experiments=[spec("base-en-de", 27.3)])))
     assert "| Transformer (base) | 27.3 | 38.1 | 3.3e18 | 3.3e18 |\n| ours: base [1] | 25.47 |" in md
     assert "1. base-en-de (EN-DE, newstest2014, 300 lines): sacreBLEU 24.77; not comparable: 700 of 100,000" in flat(md)
     assert "against the paper;" not in md  # no delta
@@ -340,7 +340,7 @@ def test_table3_rows_are_compared_with_the_papers_variation_of_their_letter(tmp_
     rows = build(3, tmp_path, [base, h4, h3])
     assert [r["setting"] for r in rows[:2]] == ["the paper's", "the paper's"]
     assert rows[2]["setting"] == "not comparable: h 3 (paper 4)"  # nearest of row A's variations: h 4
-    md = squeeze(markdown_document(3, rows, experiments=[base, h4, h3]))
+    md = squeeze(markdown_of(document(3, rows, experiments=[base, h4, h3])))
     assert (
         "| paper (A) |  |  |  | 4 | 128 | 128 |  |  |  | 4.92 | 25.8 |  |\n| t3-A-h4 [2] |  |  |  | 4 | 128 | 128 |"
         in md
@@ -416,7 +416,7 @@ def test_table4_delta_only_for_the_papers_parser(tmp_path, paper_config):
     (row,) = build(4, tmp_path, [exp])
     assert row["status"] == "ignores its input" and row["delta"] is None
     assert row["distinct_outputs"] == "1 of 300 (ignores its input)"
-    assert "ignores its input" in markdown_document(4, [row])
+    assert "ignores its input" in markdown_of(document(4, [row]))
     hyp[::2] = ["(S (NP XX XX )NP (VP XX (NP XX )NP )VP XX )S"] * 150  # two trees, each half: it reads something
     (folder / "wsj23.trees").write_text("\n".join(hyp) + "\n")
     (row,) = build(4, tmp_path, [exp])
@@ -624,7 +624,7 @@ def test_a_model_that_ignores_its_input_is_marked_in_the_block_and_its_note():
     row = {"row": "WSJ only", "experiment": "parse-wsj", "status": "ignores its input", "f1": 49.92, "paper_f1": 91.3,
            "delta": None, "testset": "wsj23", "lines": 300, "setting": "the paper's",
            "distinct_outputs": "1 of 300 (ignores its input)"}  # fmt: skip
-    md = markdown_document(4, [row], experiments=[{"name": "parse-wsj", "dataset": "wsj"}])
+    md = markdown_of(document(4, [row], experiments=[{"name": "parse-wsj", "dataset": "wsj"}]))
     assert "| ours: parse-wsj [1] | WSJ only | 49.92 ✗ |" in squeeze(md)
     assert (
         "1. parse-wsj (wsj23, 300 sentences): ignores its input; the paper's setting; distinct outputs 1 of 300"

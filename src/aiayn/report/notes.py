@@ -11,7 +11,7 @@ from pathlib import Path
 
 from aiayn.evaluation.replicates import SIGNIFICANCE
 from aiayn.report.compact import IGNORES_INPUT, NOT_A_RESULT, block, columns, no_result, right_aligned
-from aiayn.report.format import footer, markdown_of, paragraphs
+from aiayn.report.format import footer, paragraphs
 from aiayn.runtime import records
 from aiayn.runtime.hardware import PEAKS, gpu_model
 from aiayn.study import paper
@@ -195,10 +195,3 @@ def document(
         parts += [("p", f"sacreBLEU signature: `{sig}`") for sig in signatures]
     parts += paragraphs(SETTING_NOTE) + paragraphs(INPUTS_NOTE) + paragraphs(footer())
     return parts
-
-
-def markdown_document(
-    number: int, rows: list[dict], *, study: str | None = None, notes: str = "", experiments: list[dict] | None = None
-) -> str:
-    """Table `number` as Markdown (`document`, `markdown_of`)."""
-    return markdown_of(document(number, rows, study=study, notes=notes, experiments=experiments))
