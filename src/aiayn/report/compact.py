@@ -76,7 +76,7 @@ def flops(value: float | None) -> str:
     return f"{mantissa}e{int(exponent)}"
 
 
-def figure(value: float | None, row: dict, digits: int = 2) -> str:
+def figure(value: float | None, row: dict) -> str:
     """Our figure's cell: the figure, ✗ after it when the model ignores its input, the status of a
     row without one ("pending"; "at 40 %", a training at step 120,000 of 300,000)."""
     status = row.get("status") or ""
@@ -85,7 +85,7 @@ def figure(value: float | None, row: dict, digits: int = 2) -> str:
             done, total = (int(n) for n in re.findall(r"\d+", status)[:2])
             return f"at {100 * done // total} %" if total else "pending"
         return "pending" if status.startswith("pending") else ""
-    text = f"{value:.{digits}f}"
+    text = f"{value:.2f}"
     return f"{text} {NOT_A_RESULT}" if no_result(row) else text
 
 
@@ -319,7 +319,7 @@ def paper_t3(exp: dict) -> dict | None:
     if exp.get("preset") not in ("base", "big") or not any(k in figures for k in ("dev_ppl", "dev_bleu")):
         return None
     have = {**exp["model"], "eps_ls": exp.get("eps_ls")}
-    models = paper.paper_models(3, {**exp, "preset": exp["preset"]})
+    models = paper.paper_models(3, exp)
     model = min(models, key=lambda m: sum(have.get(k) != v for k, v in m.items()))
     return {
         "model": model,

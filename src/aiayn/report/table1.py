@@ -220,13 +220,13 @@ def depends(stack: list[nn.Module], n: int, d: int) -> bool:
     return bool(grad[0, n - 1].abs().sum() > 0)
 
 
-def path_length(kind: str, n: int, *, k: int, r: int, d: int = 8, limit: int | None = None) -> int:
+def path_length(kind: str, n: int, *, k: int, r: int, d: int = 8) -> int:
     """Layers (or, for the recurrence, cell steps) on the shortest path from input n-1 to output 0."""
     torch.manual_seed(0)
     if kind == "recurrent":
         return recurrent_steps(n, d)
     stack: list[nn.Module] = []
-    limit = limit or n + 1
+    limit = n + 1
     while len(stack) < limit:
         dilation = k ** len(stack) if kind == "dilated convolutional" else None
         if dilation is not None and dilation > k * n:
