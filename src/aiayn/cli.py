@@ -318,8 +318,6 @@ def paths(command: str | None, args) -> tuple[list[tuple[str, str, str]], list[t
 def files_read(folder: str, names: str) -> list[str]:
     """The files under a run folder whose names match `names` (the inventory's `reads`): read by the
     command as its inputs are, so that no output of it may be one."""
-    import re
-
     if not names or not os.path.isdir(folder):
         return []
     pattern = re.compile(names)
@@ -477,9 +475,8 @@ def _main(argv: list[str], command: str | None) -> int:
             )
         except (Exception, KeyboardInterrupt, Stopped) as exc:
             logged.enter_context(_uninterrupted())  # a second Ctrl-C while the failure is said
-            if isinstance(exc, OSError) and exc.filename == STDOUT:
-                if isinstance(exc, BrokenPipeError):
-                    return _stdout_gone()
+            if isinstance(exc, BrokenPipeError) and exc.filename == STDOUT:
+                return _stdout_gone()
             said = explain(exc, inputs(command, args) if args is not None else [])
             if said is None:  # a bug of ours: its traceback is what to report
                 raise
