@@ -25,14 +25,14 @@ from pathlib import Path
 import numpy as np
 
 from aiayn.errors import UserError
-from aiayn.io import atomic_path, file_sha256, readable
+from aiayn.io import atomic_path, readable
 
 MAGIC = b"AIAYNENC"
 VERSION = 1
 ALIGN = 64
 CHUNK = 1 << 22  # elements written at a time
 ARRAYS = ("src_tokens", "src_offsets", "tgt_tokens", "tgt_offsets")
-DIGEST = "tokens-sha256:"  # the scheme of a corpus's identity (an older file has none: its file's SHA-256)
+DIGEST = "tokens-sha256:"  # the scheme of a corpus's identity (an older file has none: `read` refuses it)
 TOKEN_DTYPES = ("<u2", "<i4")
 # Special ids of every sentencepiece model of this project (see aiayn.data.vocab).
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
@@ -151,9 +151,8 @@ class Corpus:
 
     @property
     def identity(self) -> str:
-        """What the corpus is: the digest of its token arrays (a file written before there was one:
-        its file's SHA-256), whatever its header says of where it came from."""
-        return self.header.get("digest") or file_sha256(self.path)
+        """What the corpus is: the digest of its token arrays, whatever its header says of where it came from."""
+        return self.header["digest"]
 
     def subset(self, indices) -> "Corpus":
         """The pairs `indices` as a corpus of their own, in memory, with this one's header (vocabularies)."""
