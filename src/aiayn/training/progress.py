@@ -45,12 +45,11 @@ class Progress:
         ranks') and gradient norm."""
         loss, src, tgt, flops, norm = update
         self.loss += loss
-        if norm is not None:  # on the device: no synchronisation (an fp16 overflow's is infinite, left out)
-            norm = norm.to(self.norm_sum.device, torch.float32)
-            finite = torch.isfinite(norm)
-            self.norm_sum += torch.where(finite, norm, 0.0)
-            self.norm_max = torch.where(finite, torch.maximum(self.norm_max, norm), self.norm_max)
-            self.norm_count += finite
+        norm = norm.to(self.norm_sum.device, torch.float32)  # on the device: no synchronisation
+        finite = torch.isfinite(norm)  # an fp16 overflow's norm is infinite: left out
+        self.norm_sum += torch.where(finite, norm, 0.0)
+        self.norm_max = torch.where(finite, torch.maximum(self.norm_max, norm), self.norm_max)
+        self.norm_count += finite
         self.src, self.tgt, self.steps = self.src + src, self.tgt + tgt, self.steps + 1
         self.flops += flops
 

@@ -83,7 +83,7 @@ def finished_work(files, interval: int) -> str:
     `interval` (a checkpoint was written); empty where there is none (a first start, or a run killed
     before its first checkpoint)."""
     kept = [step for step, _ in checkpoint.list_checkpoints(files.checkpoints)]
-    records = metrics.read(files.metrics, torn=True) if files.metrics.exists() else metrics.Records()
+    records = metrics.read(files.metrics, torn=True)  # (none where there is no file yet)
     past = max([r["step"] for r in records.progress if r["step"] >= interval], default=0)
     said = [f"kept checkpoints of steps {min(kept)} to {max(kept)}" if kept else "",
             f"the final model {files.out}" if files.out.is_file() else "",
