@@ -173,6 +173,16 @@ def test_a_torn_line_in_the_middle_names_the_line(tmp_path):
         metrics.read(path)
 
 
+@pytest.mark.parametrize("reader", [metrics.read, metrics.summary, lambda path: metrics.truncate(path, 0)])
+def test_a_metrics_link_to_nothing_is_refused_not_read_as_a_run_not_started(tmp_path, reader):
+    """No file is a run not started (no records); a link to nothing is a moved or lost run, which the
+    tables, the selection and the trainer refuse naming it, never read as empty."""
+    reader(tmp_path / "absent.jsonl")  # no file: no records, no error
+    (tmp_path / "m.jsonl").symlink_to(tmp_path / "moved/m.jsonl")
+    with pytest.raises(UserError, match=r"m\.jsonl: a link to .*which does not exist"):
+        reader(tmp_path / "m.jsonl")
+
+
 def test_records_are_told_apart_in_one_place():
     assert metrics.kind(START) == "start"
     assert metrics.kind({"step": 1, "loss": 2.0}) == "progress" and metrics.kind({"dev_ppl": 3.0}) == "dev"

@@ -104,11 +104,8 @@ class Records:
 
 def read(path: str | os.PathLike, *, torn: bool = False) -> Records:
     out = Records()
-    path = Path(path)
-    if not path.exists():
-        return out
     first_wall = None
-    for rec in _records(path, torn):
+    for rec in _records(Path(path), torn):
         k = kind(rec)
         if k == "start" and first_wall is None:
             first_wall = rec["wall"]
@@ -128,12 +125,9 @@ def summary(path: str | os.PathLike) -> dict:
     stalling run were said at (None: they were not)."""
     out = {"step": 0, "hours": 0.0, "tgt_tokens": 0.0, "flops": 0.0}
     out |= dict.fromkeys(("gpus", "device", "precision", "params", "dev_ppl", "diverging", "stalling"))
-    path = Path(path)
-    if not path.exists():
-        return out
     start = last_wall = job_s = None  # a job's seconds: its own monotonic count where its records have it
     prev_step = dev_step = 0
-    for rec in _records(path):
+    for rec in _records(Path(path)):
         k = kind(rec)
         if k in ("progress", "stop"):
             job_s = rec.get("job_s", job_s)
@@ -168,6 +162,6 @@ def summary(path: str | os.PathLike) -> dict:
 def truncate(path: str | os.PathLike, step: int) -> None:
     """Drop records past `step` (left by a job that died after its last checkpoint)."""
     path = Path(path)
+    keep = [r for r in _records(path, torn=True) if r.get("step", 0) <= step]  # (a link to nothing: refused)
     if path.exists():
-        keep = [r for r in _records(path, torn=True) if r.get("step", 0) <= step]
         atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in keep))
