@@ -124,9 +124,6 @@ ENVIRONMENT = {
     "AIAYN_COSTS": text("aiayn.cli.costs_file"),  # a new file or one of cost records, appended to; none: nothing
 }
 
-# config.yaml, each --configfile and --config: the schema, whose every object refuses unknown keys
-CONFIG = Check("settings", "#")
-
 
 def check_of(action) -> Check | None:
     """The check of one argparse argument: its `type` where that is a Check, a number's bounds

@@ -233,9 +233,9 @@ class Stall:
         return self._said(step, "dev NLL", nll, self.nll_floor, lr=lr)
 
     def _said(self, step, what, value, floor, *, lr) -> dict:
-        self.told, norm = True, self.norm
+        self.told = True  # (the norm: NaN until a progress record has one)
         return {"event": "stalling", "step": step, "on": what, "value": value, "floor": floor, "lr": lr,
-                "grad_norm": norm if norm is not None and math.isfinite(norm) else None}  # fmt: skip
+                "grad_norm": self.norm if math.isfinite(self.norm) else None}  # fmt: skip
 
 
 def stall_warning(news: dict) -> str:
