@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -318,6 +319,58 @@ def test_processes_logging_to_one_file_leave_whole_lines(tmp_path):
     want = sorted(f"rank {r} line {i}" + ("." * 9000 if i % 50 == 0 else "") for r in (0, 1) for i in range(3000)) * 3
     got = log.read_text().splitlines()
     assert sorted(got) == sorted(want), [line[:60] for line in got if line not in set(want)][:5]
+
+
+FAKE_COMMAND = """
+import sys
+from aiayn.errors import UserError
+def add_arguments(add):
+    pass
+def run(args):
+    print("progress 1", flush=True)
+    print("a name UTF-8 cannot hold: " + b"caf\\xe9".decode("utf-8", "surrogateescape"), file=sys.stderr)
+    sys.stderr.write("loading 50%")  # a partial line on stderr, as a progress meter writes it
+    sys.stdout.writelines(["step 2 ", "of 3 ... "])  # and one on stdout
+    raise UserError("fake.txt: damaged; rerun its step")
+"""
+
+
+@pytest.mark.parametrize("shell", ["> term 2>> job.log", ">> job.log", "> job.log"])
+def test_a_logged_failure_ends_the_lines_before_it_and_is_said_once(tmp_path, shell):
+    """Under `--log-to` (the rule's way, `2>> {log}`, or stdout the log itself, appended or not):
+    every line reaches the log once and whole, a line left without its newline is ended before the
+    failure's one line, which starts a line of its own (on the terminal after the progress it
+    follows), and text UTF-8 cannot hold is escaped, never the command's end in a traceback."""
+    import toy
+
+    (tmp_path / "fakecmd.py").write_text(FAKE_COMMAND)
+    code = "import sys\nfrom aiayn import cli\ncli.COMMANDS['fake'] = ('fakecmd', '')\nsys.exit(cli.main(sys.argv[1:]))"
+    env = {**toy.env_for_subprocess(), "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT / 'src'}"}
+    line = "aiayn fake: error: fake.txt: damaged; rerun its step"
+    done = subprocess.run(f"{shlex.quote(sys.executable)} -c {shlex.quote(code)} fake --log-to job.log {shell}",
+                          shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 2 and done.stderr == "", done.stderr
+    logged = (tmp_path / "job.log").read_text().splitlines()
+    assert sorted(logged) == sorted(["progress 1", "loading 50%", "step 2 of 3 ... ", line,
+                                     "a name UTF-8 cannot hold: caf\\udce9"]), logged  # fmt: skip
+    assert logged[-1] == line, logged
+    if shell.startswith("> term"):
+        said = (tmp_path / "term").read_text().splitlines()
+        assert said == ["job: progress 1", "job: step 2 of 3 ... ", f"{line} (log: job.log)"], said
+
+
+def test_a_refusal_before_the_log_is_opened_is_said_on_the_terminal_too(tmp_path):
+    """A rule runs a command with `--log-to {log} 2>> {log}`: a refusal before the command opens its
+    log (two outputs at one path, aiayn.cli.guard) is in the log, and on the terminal with its name."""
+    import toy
+
+    outs = "--out-md t.md --out-csv t.md --out-html t.html --figure t.png"
+    done = subprocess.run(f"{shlex.quote(sys.executable)} -m aiayn table1 --settings '{{}}' {outs} --log-to job.log "
+                          "> term 2>> job.log", shell=True, cwd=tmp_path, env=toy.env_for_subprocess(),
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    logged = (tmp_path / "job.log").read_text().splitlines()
+    assert done.returncode == 2 and len(logged) == 1 and "are one place" in logged[0], logged
+    assert (tmp_path / "term").read_text().splitlines() == [f"{logged[0]} (log: job.log)"]
 
 
 def test_every_train_option_passes_through_torchrun():

@@ -127,6 +127,15 @@ class _Tee:
                 self.terminal = None
         return len(text)
 
+    def writelines(self, lines) -> None:
+        for text in lines:
+            self.write(text)
+
+    def end_line(self) -> None:
+        """Complete a line written without its newline yet (before the command's last words)."""
+        if self.pending:
+            self.write("\n")
+
     def flush(self) -> None:
         self.log.flush()
 
@@ -176,38 +185,51 @@ def _stdout_gone() -> int:
 
 
 @contextlib.contextmanager
-def log_to(path: str) -> Iterator[TextIO]:
+def log_to(path: str) -> Iterator[TextIO | None]:
     """`--log-to FILE`: while the command runs, what it prints on stdout (its progress lines) is
     appended to `path` and said on stdout too, each line after the log's name (`train/base: step
     50/200 ...`, so that the lines of jobs running side by side can be told apart); its stderr
-    (warnings, C libraries' and child processes' output) is appended to `path` only. Yields the
-    terminal's stdout, where a failure's one line is said too; restores both streams at the end."""
-    log = open(appendable(path), "a", encoding="utf-8", buffering=1)  # closed at the end below
+    (warnings, C libraries' and child processes' output) is appended to `path` only. Every line the
+    command writes reaches the log whole (`_Tee`), text that UTF-8 cannot hold escaped. Yields the
+    terminal's stdout, where a failure's one line is said too (None where stdout is the log itself);
+    restores both streams at the end."""
+    log = open(appendable(path), "a", encoding="utf-8", errors="backslashreplace", buffering=1)  # closed below
     sys.stdout.flush()
     sys.stderr.flush()
     terminal, saved_stderr, saved_fd = sys.stdout, sys.stderr, os.dup(2)
     os.dup2(log.fileno(), 2)
     sys.stderr = commands.DETAIL_LOG = _Tee(None, log)
-    try:
-        same = os.path.samestat(os.fstat(terminal.fileno()), os.fstat(log.fileno()))
-    except (OSError, ValueError):
-        same = False
-    if not same:  # stdout already the log (`>> log`): once is enough
+    if _same_file(terminal, log):  # stdout already the log (`>> log`, `> log`): once, appended
+        sys.stdout, said_on = _Tee(None, log), None
+    else:
         name = Path(path)
-        sys.stdout = _Tee(terminal, log, f"{name.parent.name}/{name.stem}: ")
+        sys.stdout, said_on = _Tee(terminal, log, f"{name.parent.name}/{name.stem}: ".lstrip("/")), terminal
     try:
-        yield terminal
+        yield said_on
     finally:
-        for stream in {sys.stdout, sys.stderr}:  # a last line without its newline
-            with contextlib.suppress(OSError):  # a full disk under the log was said already, on the terminal
-                if isinstance(stream, _Tee) and stream.pending:
-                    stream.write("\n")
+        with contextlib.suppress(OSError):  # a full disk under the log was said already, on the terminal
+            end_lines()
         sys.stdout, sys.stderr = terminal, saved_stderr
         commands.DETAIL_LOG = None
         os.dup2(saved_fd, 2)
         os.close(saved_fd)
         with contextlib.suppress(OSError):
             log.close()
+
+
+def _same_file(stream, other) -> bool:
+    try:
+        return os.path.samestat(os.fstat(stream.fileno()), os.fstat(other.fileno()))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def end_lines() -> None:
+    """Complete the lines stdout and stderr hold without their newline (under `log_to`), so that
+    what comes next starts a line of its own."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, _Tee):
+            stream.end_line()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -453,14 +475,14 @@ def _main(argv: list[str], command: str | None) -> int:
             signal.signal(sig, _stop)
     args = None
     with contextlib.ExitStack() as logged:
-        terminal = None
+        terminal, logged_to = None, False
         try:
             thread_policy()  # before torch is imported
             costs_file()
             args = build_parser(command if command in COMMANDS else None).parse_args(argv)
             guard(command, args)
             if args.log_to:
-                terminal = logged.enter_context(log_to(args.log_to))
+                terminal, logged_to = logged.enter_context(log_to(args.log_to)), True
             result = importlib.import_module(args._module).run(args)
             if (signum := pending_stop()) is not None:  # its Stopped was swallowed: still a stopped command
                 raise Stopped(signum)
@@ -484,8 +506,14 @@ def _main(argv: list[str], command: str | None) -> int:
             return int(result or 0)
         line = one_line(f"aiayn {command}: error: {said[0]}")
         with contextlib.suppress(OSError):  # stderr may be a log on the full disk that failed the command
+            end_lines()
             print(line, file=sys.stderr, flush=True)
-        if terminal is not None and sys.stdout is not terminal:  # stderr is the log: the terminal says it too
+        if terminal is None and args is not None and args.log_to and not logged_to:  # refused before log_to
+            with contextlib.suppress(OSError):  # ...and stderr is the log already (a rule's `2>> {log}`)
+                log = os.stat(args.log_to)
+                if os.path.samestat(os.fstat(2), log) and not os.path.samestat(os.fstat(1), log):
+                    terminal = sys.stdout
+        if terminal is not None:  # stderr is the log: the terminal says it too
             print(f"{line} (log: {args.log_to})", file=terminal, flush=True)
         return said[1]
 
