@@ -17,7 +17,7 @@ from aiayn import cli
 from aiayn.data import binary, vocab
 from aiayn.data.binary import BOS, EOS, PAD
 from aiayn.errors import UserError
-from aiayn.evaluation.export import marian_state, residual_permutation
+from aiayn.evaluation.export import marian_state, model_card, residual_permutation
 from aiayn.evaluation.translate import translate
 from aiayn.model.transformer import sinusoidal_positions
 from aiayn.runtime import checkpoint as ckpt
@@ -238,3 +238,13 @@ def test_a_damaged_export_is_refused_before_it_is_converted(exported, tmp_path):
     (hf / "source.spm").unlink()
     with pytest.raises(UserError, match="source.spm: damaged or missing"):
         verify_export(hf)
+
+
+def test_a_model_card_without_training_records_says_so(tmp_path):
+    """A run whose metrics file is gone or holds no job's start: the card says its training was not
+    recorded, never "0 updates ... on None x None"."""
+    decode = {"beam": 4, "alpha": 0.6, "max_len_b": 50}
+    (tmp_path / "empty.jsonl").write_text("")
+    for where in ("absent.jsonl", "empty.jsonl"):
+        card = model_card({"name": "base", "metrics": str(tmp_path / where)}, decode)
+        assert "| training | not recorded |" in card and "None" not in card, card

@@ -292,8 +292,9 @@ def model_card(info: dict, decode: dict) -> str:
         f"| BLEU, tokenized as the paper measured it | {bleu:.2f} |" if bleu is not None else "| BLEU | not scored |",
         f"| sacreBLEU | {sacre['score']:.2f} (`{signature}`) |" if sacre else "| sacreBLEU | - |",
         f"| the paper's BLEU | {info['paper_bleu']} |" if info.get("paper_bleu") is not None else "| the paper | - |",
-        f"| training | {m.get('step', '?')} updates, {m.get('hours', 0):.1f} h on {m.get('gpus', '?')} x "
-        f"{m.get('device', '?')} ({m.get('precision', '?')}) |",
+        f"| training | {m['step']} updates, {m['hours']:.1f} h on {m['gpus']} x {m['device']} ({m['precision']}) |"
+        if m.get("gpus") is not None  # (a job's start record says them)
+        else "| training | not recorded |",
         f"| parameters | {m.get('params') or '?'} |",
         "",
         "## Decoding",
