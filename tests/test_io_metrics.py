@@ -183,6 +183,24 @@ def test_a_metrics_link_to_nothing_is_refused_not_read_as_a_run_not_started(tmp_
         reader(tmp_path / "m.jsonl")
 
 
+@pytest.mark.parametrize("reader", [metrics.read, metrics.summary])
+def test_records_of_two_runs_or_out_of_order_are_refused_naming_the_line(tmp_path, reader):
+    """A metrics file is one run's records in order, as its trainer writes it: another run's start, or
+    progress not past the step before (an edited or joined file), is refused naming the line, never
+    summed into the run's steps, tokens and hours."""
+    step = {**progress(wall=5.0)}
+    joined = records(tmp_path / "joined.jsonl", {**START, "run": {"model": "a"}}, step,
+                     {**START, "run": {"model": "b"}, "wall": 9.0}, {**step, "step": 4, "wall": 10.0})  # fmt: skip
+    with pytest.raises(MetricsError, match=r"joined\.jsonl, line 3: the start of another run than line 1's"):
+        reader(joined)
+    order = records(tmp_path / "order.jsonl", START, {**step, "step": 4}, {**step, "step": 2})
+    with pytest.raises(MetricsError, match=r"order\.jsonl, line 3: progress of step 2 after step 4"):
+        reader(order)
+    again = {**START, "run": {"model": "a"}, "step": 2, "wall": 9.0}
+    resumed = records(tmp_path / "resumed.jsonl", {**START, "run": {"model": "a"}}, step, again, {**step, "step": 4})
+    assert reader(resumed)  # one run, resumed: read
+
+
 def test_records_are_told_apart_in_one_place():
     assert metrics.kind(START) == "start"
     assert metrics.kind({"step": 1, "loss": 2.0}) == "progress" and metrics.kind({"dev_ppl": 3.0}) == "dev"

@@ -63,7 +63,9 @@ def _records(path: Path, torn: bool = False) -> list[dict]:
     """The records of a metrics file, each checked against the schema of its kind (aiayn.runtime.records);
     none when there is no file yet (a run not started). A last line cut short (its writer killed while
     writing it) is left out where `torn` (the run's own trainer, which cuts it), else refused: a reader of a
-    finished run would take an earlier record for the last."""
+    finished run would take an earlier record for the last. The file is one run's, in order, as its trainer
+    writes it (a start refuses another run's file, a resume cuts what is past its step): another run's
+    start or a progress record not past the one before is refused, never summed into this run's figures."""
     if not path.exists() and not path.is_symlink():
         return []
     readable(path, "a metrics file")
@@ -73,7 +75,7 @@ def _records(path: Path, torn: bool = False) -> list[dict]:
         raise MetricsError(
             f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); remove the damaged lines"
         ) from None
-    out, lines = [], text.splitlines()
+    out, lines, first, step = [], text.splitlines(), None, 0
     for i, line in enumerate(lines):
         try:
             rec = records.parse(line, finite=False)  # a diverged run's loss is NaN, and says so
@@ -85,7 +87,18 @@ def _records(path: Path, torn: bool = False) -> list[dict]:
                 raise MetricsError(f"{path}, line {i + 1}: cut short (its writer killed while writing it?); remove "
                                    "that line, or resume the run, which cuts it") from None  # fmt: skip
             raise MetricsError(f"{path}, line {i + 1}: not a metrics record; remove that line") from None
-        records.check(rec, f"metrics {kind(rec)}", f"{path}, line {i + 1}")
+        where = f"{path}, line {i + 1}"
+        records.check(rec, f"metrics {kind(rec)}", where)
+        if kind(rec) == "start" and rec.get("run") is not None:
+            first = first or (i + 1, rec["run"])
+            if rec["run"] != first[1]:
+                raise MetricsError(f"{where}: the start of another run than line {first[0]}'s: a metrics file holds "
+                                   "one run's records; move each run's lines to a file of its own")  # fmt: skip
+        if kind(rec) == "progress":
+            if rec["step"] <= step:
+                raise MetricsError(f"{where}: progress of step {rec['step']} after step {step}: a run's records "
+                                   "go forward (an edited or joined file?); remove the lines out of order")  # fmt: skip
+            step = rec["step"]
         out.append(rec)
     return out
 
