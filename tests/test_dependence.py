@@ -55,3 +55,15 @@ def test_the_score_step_records_and_says_a_model_that_ignores_its_input(tmp_path
     said.clear()
     scores = score_file("translation", hyp, ref, tmp_path / "score.json", scoring=SCORING, log=said.append)
     assert not scores["input_dependence"]["ignores_input"] and not any("ignores" in s for s in said)
+
+
+def test_an_older_score_is_measured_from_its_files_split_on_newlines_only(tmp_path):
+    """A score record written before the dependence was measured: its figures from the files it
+    names, each line split on "\\n" only, as the score read them (a WMT line may hold U+2028), and
+    none where a file is gone."""
+    (tmp_path / "hyp").write_text("a\nb\nc\n", encoding="utf-8")
+    (tmp_path / "ref").write_text("x\ny\u2028still y\nz\n", encoding="utf-8")
+    score = {"hyp": str(tmp_path / "hyp"), "ref": str(tmp_path / "ref")}
+    measured = dependence.of_score(score, "translation")
+    assert measured["lines"] == 3 and measured["distinct_references"] == 3, measured
+    assert dependence.of_score({**score, "ref": str(tmp_path / "gone")}, "translation") is None

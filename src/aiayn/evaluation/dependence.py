@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from pathlib import Path
+
+from aiayn.errors import UserError
+from aiayn.runtime.lines import read_lines
 
 IGNORES = 0.9  # one output for this share of the sentences or more ...
 REFERENCES_AT_MOST = 0.5  # ... where the references' most common one covers at most this share
@@ -78,10 +80,9 @@ def of_score(score: dict | None, task: str) -> dict | None:
         return None
     if "input_dependence" in score:
         return score["input_dependence"]
-    try:
-        hyp = Path(score["hyp"]).read_text(encoding="utf-8").splitlines()
-        ref = Path(score["ref"]).read_text(encoding="utf-8").splitlines()
-    except (KeyError, OSError, UnicodeDecodeError):
+    try:  # lines split on "\n" only, as the score read them (a WMT line may hold U+2028 or U+0085)
+        hyp, ref = (list(read_lines(score[key])) for key in ("hyp", "ref"))
+    except (KeyError, OSError, UserError):
         return None
     return measure(hyp, ref, parsing=task == "parsing")
 
