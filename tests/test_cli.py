@@ -328,7 +328,9 @@ def add_arguments(add):
     pass
 def run(args):
     print("progress 1", flush=True)
-    print("a name UTF-8 cannot hold: " + b"caf\\xe9".decode("utf-8", "surrogateescape"), file=sys.stderr)
+    name = b"caf\\xe9".decode("utf-8", "surrogateescape")
+    print("a name UTF-8 cannot hold: " + name, file=sys.stderr)
+    print("on stdout too: " + name)
     sys.stderr.write("loading 50%")  # a partial line on stderr, as a progress meter writes it
     sys.stdout.writelines(["step 2 ", "of 3 ... "])  # and one on stdout
     raise UserError("fake.txt: damaged; rerun its step")
@@ -340,23 +342,27 @@ def test_a_logged_failure_ends_the_lines_before_it_and_is_said_once(tmp_path, sh
     """Under `--log-to` (the rule's way, `2>> {log}`, or stdout the log itself, appended or not):
     every line reaches the log once and whole, a line left without its newline is ended before the
     failure's one line, which starts a line of its own (on the terminal after the progress it
-    follows), and text UTF-8 cannot hold is escaped, never the command's end in a traceback."""
+    follows), and text UTF-8 cannot hold is escaped, in the log and on the terminal, never the
+    command's end in a traceback nor the terminal's."""
     import toy
 
     (tmp_path / "fakecmd.py").write_text(FAKE_COMMAND)
     code = "import sys\nfrom aiayn import cli\ncli.COMMANDS['fake'] = ('fakecmd', '')\nsys.exit(cli.main(sys.argv[1:]))"
+    # a terminal of UTF-8 that refuses what it cannot encode (the locale en_US.UTF-8's way)
     env = {**toy.env_for_subprocess(), "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT / 'src'}"}
+    env["PYTHONIOENCODING"] = "utf-8"
     line = "aiayn fake: error: fake.txt: damaged; rerun its step"
     done = subprocess.run(f"{shlex.quote(sys.executable)} -c {shlex.quote(code)} fake --log-to job.log {shell}",
                           shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 2 and done.stderr == "", done.stderr
     logged = (tmp_path / "job.log").read_text().splitlines()
-    assert sorted(logged) == sorted(["progress 1", "loading 50%", "step 2 of 3 ... ", line,
+    assert sorted(logged) == sorted(["progress 1", "loading 50%", "step 2 of 3 ... ", line, "on stdout too: caf\\udce9",
                                      "a name UTF-8 cannot hold: caf\\udce9"]), logged  # fmt: skip
     assert logged[-1] == line, logged
     if shell.startswith("> term"):
         said = (tmp_path / "term").read_text().splitlines()
-        assert said == ["job: progress 1", "job: step 2 of 3 ... ", f"{line} (log: job.log)"], said
+        want = ["job: progress 1", "job: on stdout too: caf\\udce9", "job: step 2 of 3 ... ", f"{line} (log: job.log)"]
+        assert said == want, said
 
 
 def test_a_refusal_before_the_log_is_opened_is_said_on_the_terminal_too(tmp_path):

@@ -426,6 +426,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USER
     wrapped = sys.stdout is sys.__stdout__
     if wrapped:
+        if sys.stdout.errors == "strict":  # text the terminal cannot encode (a file name's) escaped, as on stderr
+            sys.stdout.reconfigure(errors="backslashreplace")
         sys.stdout = _Stdout(sys.stdout)
     try:
         try:
