@@ -310,3 +310,42 @@ def test_translates_nbest_beside_its_output_is_guarded(world, tmp_path, capsys):
     assert cli.main([*argv, "--nbest", "2"]) == 2
     err = capsys.readouterr().err.strip()
     assert f"--out's .nbest {text} is the input --input {text}" in err and state(text) == before
+
+
+# a name no command should trip on: a leading dash, a space, a quote, a comma, a newline, a byte not UTF-8
+HOSTILE = os.fsdecode(b"-a b'c,\n\xfe")
+
+
+@pytest.mark.parametrize("folder", ["plain", "hostile"])
+@pytest.mark.parametrize("command", sorted(WORKING))
+def test_every_output_is_written_under_a_hostile_name(command, folder, world, tmp_path, capsys):
+    """Each output of every command that writes one (the inventory's), given a name that starts
+    with a dash and holds a space, a quote, a comma, a newline and a byte not UTF-8, in a folder so
+    named or not, is written there."""
+    args = given(command, world, tmp_path / (HOSTILE if folder == "hostile" else "o"))
+    wanted = []
+    for name in WORKING[command][1]:
+        opt, _, inside = name.partition("/")
+        path = Path(value_of(args, opt))
+        hostile = path if path.name.startswith(HOSTILE) else path.with_name(HOSTILE + path.name)
+        args = set_value(args, opt, str(hostile))
+        wanted.append(hostile / inside if inside else hostile)
+    if command == "vocab" and folder == "hostile":  # sentencepiece takes no folder name that is not UTF-8
+        assert cli.main([command, *args]) == 2 and "folder names that are UTF-8" in capsys.readouterr().err
+        return
+    assert cli.main([command, *args]) == 0, capsys.readouterr().err
+    assert all(p.is_file() for p in wanted), [p for p in wanted if not p.is_file()]
+
+
+@pytest.mark.parametrize("command", sorted(WORKING))
+def test_every_input_is_read_under_a_hostile_name(command, world, tmp_path, capsys):
+    """Each file input of every command (the inventory's), copied to a name as hostile as the one
+    above, is read there: the command runs as it does on the original."""
+    args, kinds = given(command, world, tmp_path / "o"), checks(command)
+    for opt in [o for o in options_given(command) if o in kinds and kinds[o].kind == "file"]:
+        path = Path(value_of(args, opt))
+        hostile = tmp_path / "in" / (HOSTILE + path.name)
+        hostile.parent.mkdir(exist_ok=True)
+        shutil.copyfile(path, hostile)
+        args = set_value(args, opt, str(hostile))
+    assert cli.main([command, *args]) == 0, capsys.readouterr().err

@@ -424,10 +424,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"aiayn{' ' + command if command else ''}: error: {STDOUT} is closed; give it a file (> FILE, "
                   "> /dev/null) or the terminal", file=sys.stderr, flush=True)  # fmt: skip
         return EXIT_USER
+    if getattr(sys.stdout, "errors", None) == "strict" and hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="backslashreplace")  # a file name's stray byte escaped, as on stderr
     wrapped = sys.stdout is sys.__stdout__
     if wrapped:
-        if sys.stdout.errors == "strict":  # text the terminal cannot encode (a file name's) escaped, as on stderr
-            sys.stdout.reconfigure(errors="backslashreplace")
         sys.stdout = _Stdout(sys.stdout)
     try:
         try:

@@ -211,10 +211,13 @@ def output_target(path: str | os.PathLike) -> tuple[Path, bool]:
 
 def _short(name: str) -> str:
     """A target's name as its temporary files carry it: cut (with a digest of the whole) when long,
-    so that `.<name>.<host>-<pid>.<random>.tmp` fits wherever the name itself fits."""
-    if len(name.encode()) <= 150:
-        return name
-    return name.encode()[:100].decode("utf-8", "ignore") + "~" + hashlib.sha256(name.encode()).hexdigest()[:12]
+    so that `.<name>.<host>-<pid>.<random>.tmp` fits wherever the name itself fits; a byte of the name
+    that is not UTF-8 written as `\\xfe`, so that a library that takes only text (sentencepiece) takes it."""
+    raw = os.fsencode(name)
+    text = raw.decode("utf-8", "backslashreplace")
+    if len(text.encode()) <= 150:
+        return text
+    return text.encode()[:100].decode("utf-8", "ignore") + "~" + hashlib.sha256(raw).hexdigest()[:12]
 
 
 def _temp_prefix(final: Path) -> str:

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import tempfile
 from pathlib import Path
 
 import sentencepiece as spm
@@ -196,15 +197,26 @@ def train(
     """
     out = Path(out)
     spm.set_random_generator_seed(seed)
-    # sentencepiece names its two files after a prefix: train in a private folder, then move them
+    # sentencepiece names its two files after a prefix: train in a private folder, then move them;
+    # it reads its inputs by names it can take (text, no comma), links in a folder of the system's
     with (
         atomic_paths(out, pieces_of(out), *also) as (model, pieces, *copies),
         scratch_dir(out) as scratch,
+        tempfile.TemporaryDirectory() as links,
     ):
         prefix = Path(scratch) / "spm"
         try:
+            str(scratch).encode()
+        except UnicodeEncodeError:
+            raise UserError(
+                f"{out.parent}: sentencepiece takes only folder names that are UTF-8; write elsewhere"
+            ) from None
+        texts = [Path(links) / f"input-{i}" for i in range(len(inputs))]
+        for text, path in zip(texts, inputs):
+            text.symlink_to(os.path.abspath(path))
+        try:
             spm.SentencePieceTrainer.Train(
-                input=",".join(str(p) for p in inputs),
+                input=",".join(map(str, texts)),
                 model_prefix=str(prefix),
                 vocab_size=size,
                 model_type=model_type,
