@@ -294,6 +294,32 @@ def test_an_input_that_is_not_a_readable_file_is_named_in_one_line(command, opti
     assert [p for p in outputs(command, world, tmp_path) if p.is_file()] == []
 
 
+# the kinds of file that carry their own check (CRC-32 of each record, SHA-256, gzip's CRC)
+SELF_CHECKED = (".pt", ".bin", ".model", ".tgz", ".gz")
+
+
+def checked_inputs(command: str, w: Path, o: Path) -> list[tuple[str, Path]]:
+    """(how it is given, path) of each file `command` reads that carries its own check: every path
+    the guard sees (`aiayn.cli.paths`: options and the files named inside JSON options)."""
+    _, inputs = cli.paths(command, cli.build_parser(command).parse_args(argv(command, w, o)))
+    return [(name, Path(p)) for name, p, kind in inputs if kind == "file" and Path(p).name.endswith(SELF_CHECKED)]
+
+
+@pytest.mark.parametrize("command", sorted(WORKING))
+def test_a_damaged_input_is_refused_even_where_it_is_only_copied(command, world, tmp_path, capsys):
+    """Each file a command is given that carries its own check, an option's or one named inside a
+    JSON option (select's candidate model, which it copies without loading), cut to half its
+    length: one line naming it, exit 2, nothing under an output's name."""
+    for i, (given, _) in enumerate(checked_inputs(command, world, tmp_path / "o")):
+        w = shutil.copytree(world, tmp_path / f"w{i}", symlinks=True)
+        path = dict(checked_inputs(command, w, tmp_path / "o"))[given]
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+        code = cli.main(argv(command, w, tmp_path / "o"))
+        line = one_line(capsys)
+        assert code == EXIT_USER and str(path) in line, (given, line)
+        assert [p for p in outputs(command, w, tmp_path / "o") if p.is_file()] == [], given
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 @pytest.mark.parametrize("command", sorted(set(WORKING) - {"train"}))
 def test_a_stop_signal_mid_write_is_one_line_and_leaves_nothing(command, signum, world, tmp_path, capsys, monkeypatch):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import zipfile
 
 import pytest
 
@@ -18,7 +19,8 @@ def candidate(tmp_path, name, score, *, parse=True, dev_ppl=2.0):
     bleu = {"lines": 10, "tokenized_bleu": {"score": score}, "sacrebleu": {"score": score, "signature": "s"}}
     body = {"all": scores} if parse else bleu
     (folder / "dev.score.json").write_text(json.dumps(body))
-    (folder / "last.pt").write_bytes(name.encode())
+    with zipfile.ZipFile(folder / "last.pt", "w") as model:  # a checkpoint's form: a zip, its CRCs checked
+        model.writestr("data.pkl", name)
     (folder / "metrics.jsonl").write_text(json.dumps({"step": 1, "dev_ppl": dev_ppl}) + "\n")
     return {
         "name": name,
@@ -58,7 +60,7 @@ def test_select_command_copies_the_winner_and_records_every_candidate(tmp_path, 
         )
         == 0
     )
-    assert (out / "last.pt").read_bytes() == b"b"
+    assert (out / "last.pt").read_bytes() == (tmp_path / "b" / "last.pt").read_bytes()
     assert (out / "metrics.jsonl").read_text() == (tmp_path / "b" / "metrics.jsonl").read_text()
     record = json.loads((out / "selected.json").read_text())
     assert record["selected"] == "b" and record["value"] == 88.5 and len(record["candidates"]) == 2

@@ -31,6 +31,8 @@ import socket
 import stat
 import tempfile
 import time
+import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -596,6 +598,19 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
 
 def write_json(path: str | os.PathLike, data) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def zip_damage(path: str | os.PathLike) -> str | None:
+    """What is wrong with a zip file (a torch checkpoint is one; torch's load checks no checksum, so
+    a flipped bit would be used): None, or the record that fails its CRC-32 or why none can be read."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, EOFError, ValueError, KeyError) as exc:
+        return f"not a readable checkpoint ({type(exc).__name__}: {exc})"
+    except zlib.error as exc:
+        bad = f"({exc})"
+    return None if bad is None else f"a damaged checkpoint (record {bad} does not match its checksum)"
 
 
 def file_sha256(path: str | os.PathLike, block: int = 1 << 20) -> str:

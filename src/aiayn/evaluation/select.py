@@ -10,7 +10,7 @@ import math
 import shutil
 
 from aiayn.errors import UserError
-from aiayn.io import atomic_paths, readable
+from aiayn.io import atomic_paths, readable, zip_damage
 from aiayn.runtime import metrics, records
 
 
@@ -46,6 +46,8 @@ def select(candidates: list[dict], *, out_model: str, out_metrics: str, record: 
     none (a missing metrics file leaves no copied model behind); return the record."""
     best, scored = choose(candidates)
     sources = [readable(best["model"], "the candidate's model"), readable(best["metrics"], "the candidate's metrics")]
+    if (damage := zip_damage(sources[0])) is not None:  # copied, not loaded: checked as a load checks it
+        raise UserError(f"{sources[0]}: {damage}; delete it and rerun {best['name']}'s training")
     result = {
         "selected": best["name"],
         "setting": best.get("setting", {}),

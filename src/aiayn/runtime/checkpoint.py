@@ -20,15 +20,13 @@ import fcntl
 import os
 import re
 import socket
-import zipfile
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
 from aiayn.errors import UserError
-from aiayn.io import atomic_path, readable, write_failure
+from aiayn.io import atomic_path, readable, write_failure, zip_damage
 from aiayn.model.hparams import ModelConfig
 from aiayn.model.transformer import Transformer, build
 
@@ -90,17 +88,10 @@ def _probe(path: Path, block: int = 1 << 24) -> None:
 
 
 def verify(path: Path) -> None:
-    """Check every record of a checkpoint file against its CRC-32 (torch writes a zip file; its load
-    does not check them, so a flipped bit would be used): a damaged one raises CheckpointError."""
-    try:
-        with zipfile.ZipFile(path) as archive:
-            bad = archive.testzip()
-    except (zipfile.BadZipFile, EOFError, ValueError, KeyError) as exc:
-        raise CheckpointError(f"{path}: not a readable checkpoint ({type(exc).__name__}: {exc})") from None
-    except zlib.error as exc:
-        bad = f"({exc})"
-    if bad is not None:
-        raise CheckpointError(f"{path}: a damaged checkpoint (record {bad} does not match its checksum)")
+    """Check every record of a checkpoint file against its CRC-32 (`aiayn.io.zip_damage`): a damaged
+    one raises CheckpointError."""
+    if (damage := zip_damage(path)) is not None:
+        raise CheckpointError(f"{path}: {damage}")
 
 
 def load(path: str | os.PathLike, map_location="cpu") -> dict:
