@@ -745,3 +745,22 @@ def test_several_processes_without_a_meeting_place_are_one_line(unset, world, tm
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"{' and '.join(unset)} {'are' if len(unset) > 1 else 'is'} not set" in err[0], err
     assert "torchrun" in err[0] and not (tmp_path / "last.pt").exists()
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{"WORLD_SIZE": "0"}, {"WORLD_SIZE": "1", "RANK": "3"}, {"WORLD_SIZE": "2", "RANK": "2"},
+     {"LOCAL_RANK": "1"}, {"GROUP_WORLD_SIZE": "0"}, {"GROUP_WORLD_SIZE": "2"}],
+)  # fmt: skip
+def test_a_launcher_environment_out_of_range_is_one_line_naming_it(env, world, tmp_path, capsys, monkeypatch):
+    """torchrun's variables whole but out of range (no process, a rank past the processes, more
+    agents than processes): one line naming the variable, nothing trained or written."""
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "29999")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert cli.main(cmd("train")(world, tmp_path)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    named = list(env)[-1]
+    assert len(err) == 1 and f"{named}={env[named]!r} is not a whole number from" in err[0], err
+    assert not (tmp_path / "last.pt").exists()

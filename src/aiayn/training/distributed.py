@@ -36,19 +36,23 @@ class Env:
         self.main = self.rank == 0  # the process that writes: checkpoints, records, the log
 
 
-def environment(name: str, default: int, environ=os.environ) -> int:
-    """A whole number torchrun (or Slurm) sets in the environment; another value is one line naming it."""
+def environment(name: str, default: int, environ=os.environ, *, low: int = 0, below: int | None = None) -> int:
+    """A whole number torchrun (or Slurm) sets in the environment, at least `low` and under `below`;
+    another value is one line naming it."""
     text = environ.get(name, str(default))
-    if not text.isdigit():
-        raise UserError(f"the environment variable {name}={text!r} is not a whole number; unset it or fix the launcher")
+    bound = f" from {low}" + (f" below {below}" if below is not None else "")
+    if not text.isdigit() or int(text) < low or (below is not None and int(text) >= below):
+        raise UserError(
+            f"the environment variable {name}={text!r} is not a whole number{bound}; unset it or fix the launcher"
+        )
     return int(text)
 
 
 def setup(device: str = "auto") -> Env:
     """Join the process group torchrun set up (if any) and pick this rank's device."""
-    world = environment("WORLD_SIZE", 1)
-    rank = environment("RANK", 0)
-    dev = choose_device(device, environment("LOCAL_RANK", 0))
+    world = environment("WORLD_SIZE", 1, low=1)
+    rank = environment("RANK", 0, below=world)  # (as WORLD_SIZE says)
+    dev = choose_device(device, environment("LOCAL_RANK", 0, below=world))
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
     if world > 1 and not dist.is_initialized():
@@ -60,7 +64,7 @@ def setup(device: str = "auto") -> Env:
                 "(it sets them), or unset WORLD_SIZE and RANK to train in one process"
             )
         dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
-    return Env(rank, world, dev, agents=environment("GROUP_WORLD_SIZE", 1))
+    return Env(rank, world, dev, agents=environment("GROUP_WORLD_SIZE", 1, low=1, below=world + 1))
 
 
 def hosts(env: Env) -> list[str]:
