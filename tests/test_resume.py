@@ -435,14 +435,18 @@ def test_records_past_the_first_checkpoint_are_finished_work(tmp_path):
         assert said == ("" if step < 6 else f"records of updates to step 6 in {files.metrics}"), said
 
 
-def test_a_run_set_aside_takes_its_final_model_with_it(tmp_path):
-    """Settings changed: the old run's final model, kept outside its folder of checkpoints, is set
-    aside with the folder and the metrics, not left for the new run to write over."""
+def test_a_run_set_aside_takes_its_final_model_and_tensorboard_with_it(tmp_path):
+    """Settings changed: the old run's final model, kept outside its folder of checkpoints, and its
+    TensorBoard events are set aside with the folder and the metrics, not left for the new run to
+    write over or to show beside its own curves."""
     folder, out, metrics_path = tmp_path / "checkpoints", tmp_path / "model.pt", tmp_path / "metrics.jsonl"
     folder.mkdir()
     (folder / "checkpoint_0000004.pt").write_bytes(b"old step")
     out.write_bytes(b"old model")
     metrics_path.write_text("")
-    aside = resume.set_aside(folder, metrics_path, "20261206-120000", out)
+    (tmp_path / "tensorboard").mkdir()
+    (tmp_path / "tensorboard" / "events.out.tfevents.1").write_bytes(b"old curves")
+    aside = resume.set_aside(folder, "20261206-120000", metrics_path, out, tmp_path / "tensorboard")
     assert (aside / "model.pt").read_bytes() == b"old model" and not out.exists()
+    assert (aside / "tensorboard" / "events.out.tfevents.1").exists() and not (tmp_path / "tensorboard").exists()
     assert (aside / "checkpoints" / "checkpoint_0000004.pt").exists() and folder.is_dir()

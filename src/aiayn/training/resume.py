@@ -103,18 +103,19 @@ def not_shared(path: Path, identity: dict) -> None:
                         "run its own --metrics, or move that file aside if its run is gone")  # fmt: skip
 
 
-def set_aside(checkpoints: Path, metrics: Path, stamp: str, out: Path | None = None) -> Path:
-    """Move the checkpoints folder, the metrics and the final model (`out`, where it is outside the
-    folder) of another run beside them, into `replaced-<stamp>` (made unique), keeping them (copied
-    where another file system holds them); leave an empty checkpoints folder. Returns where."""
+def set_aside(checkpoints: Path, stamp: str, *beside: Path | None) -> Path:
+    """Move the checkpoints folder of another run and what it wrote `beside` it (its metrics, its
+    final model where it is outside the folder, its TensorBoard folder) into `replaced-<stamp>` (made
+    unique), keeping them (copied where another file system holds them); leave an empty checkpoints
+    folder. Returns where."""
     aside, n = Path(Layout.replaced(checkpoints, stamp)), 1
     while aside.exists():
         n += 1
         aside = Path(Layout.replaced(checkpoints, f"{stamp}-{n}"))
     aside.mkdir(parents=True)
     shutil.move(checkpoints, aside / checkpoints.name)
-    for path in (metrics, out):
-        if path is not None and path.is_file():
+    for path in beside:
+        if path is not None and path.exists():
             shutil.move(path, aside / path.name)
     checkpoints.mkdir(parents=True, exist_ok=True)
     return aside
@@ -149,7 +150,9 @@ def restore(trainer) -> None:
     barrier(env)  # every rank has read the folder before rank 0 moves it
     if why:
         aside = (
-            set_aside(files.checkpoints, files.metrics, time.strftime("%Y%m%d-%H%M%S"), files.out) if env.main else None
+            set_aside(files.checkpoints, time.strftime("%Y%m%d-%H%M%S"), files.metrics, files.out, files.tensorboard)
+            if env.main
+            else None
         )
         barrier(env)
         trainer.log(
