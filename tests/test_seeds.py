@@ -332,6 +332,10 @@ def test_a_row_with_a_seed_still_training_says_so(three_rows):
     (results / "A.seed-3/dev.score.json").unlink()
     _, a, _ = build(3, results, specs)
     assert a["status"] == "pending (2 of 3 seeds done)" and a["dev_bleu"] == pytest.approx(41.0)
+    assert a["seeds"] == 3 and a["seeds_done"] == 2
+    from aiayn.report.compact import note
+
+    assert "mean of 2 of 3 seeds" in note(3, a)  # what the figure is over, not what is planned
 
 
 def test_the_delta_against_the_paper_is_the_means(monkeypatch):

@@ -112,12 +112,16 @@ def short(value) -> str:
 
 # -- the notes: one per row of ours ------------------------------------------------------------------
 def seeds_phrase(row: dict, figures: tuple[tuple[str, str], ...]) -> str | None:
-    if not row.get("seeds") or row["seeds"] < 2:
+    """What a row's figures are over: the mean of its seeds done (of those planned, while some are not)."""
+    planned = row.get("seeds") or 0
+    done = planned if row.get("seeds_done") is None else row["seeds_done"]
+    if done < 2:  # one seed's figure, or none: the status says how many are done
         return None
     spread = [
         f"{label} s_sel {row[f'{key}_s_sel']:.2f}" for key, label in figures if row.get(f"{key}_s_sel") is not None
     ]
-    return f"mean of {row['seeds']} seeds" + (f" ({', '.join(spread)})" if spread else "")
+    of = f" of {planned}" if done < planned else ""
+    return f"mean of {done}{of} seeds" + (f" ({', '.join(spread)})" if spread else "")
 
 
 def cost_phrase(row: dict) -> str | None:

@@ -55,8 +55,8 @@ TITLES = {
 
 SEEDS_NOTE = (
     "seeds: the training runs of the row, one per seed (`seeds:` in the config); with several, each figure "
-    "is their mean, *_s_sel the sample standard deviation over them (the training noise), and the CSV has "
-    "one more line per seed (seed, replicate_of)."
+    "is the mean of those done (seeds_done), *_s_sel the sample standard deviation over them (the training "
+    "noise), and the CSV has one more line per seed (seed, replicate_of)."
 )
 
 INPUTS_NOTE = (

@@ -189,6 +189,8 @@ def over_seeds(number: int, frame: pd.DataFrame, experiments: list[dict]) -> pd.
         for i in rows.index[rows["delta"].notna()]:
             rows.at[i, "delta"] = rows.at[i, key] - experiments[i]["paper"][figure]
     rows["seeds"] = seeds.astype(object)
+    rows["seeds_done"] = pd.Series([done.get(i, 0) if seeds[i] > 1 else None for i in rows.index], index=rows.index,
+                                   dtype=object)  # fmt: skip
     own_seed = [frame.loc[frame["_row"] == i, "_seed"].iloc[0] if seeds[i] == 1 else None for i in rows.index]
     rows["seed"] = pd.Series(own_seed, index=rows.index, dtype=object)
     rows["replicate_of"] = None
@@ -204,8 +206,8 @@ def csv_lines(rows: list[dict], frame: pd.DataFrame, experiments: list[dict]) ->
     for i, row in enumerate(rows):
         lines.append(row)
         lines += [
-            {**{k: v for k, v in run.items() if not k.startswith("_")}, "seeds": 1, "seed": run["_seed"],
-             "replicate_of": experiments[i]["name"]}
+            {**{k: v for k, v in run.items() if not k.startswith("_")}, "seeds": 1, "seeds_done": None,
+             "seed": run["_seed"], "replicate_of": experiments[i]["name"]}
             for run in several if run["_row"] == i
         ]  # fmt: skip
     return lines
