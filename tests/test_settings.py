@@ -236,3 +236,13 @@ def test_numbers_of_the_command_line_reach_the_study():
     assert run.returncode == 0, run.stderr[-2000:]
     resolve = [line for line in run.stdout.splitlines() if "aiayn resolve" in line]
     assert resolve and all('"seed": 3,' in line for line in resolve)
+
+
+@pytest.mark.parametrize("results", ["-r", "a,b", "x{y}", "a\nb"])
+def test_a_results_folder_no_command_can_be_given_is_refused_naming_the_key(paper_config, results):
+    """`results` with a leading dash (every output path under it an option to the commands), a
+    comma, braces or a line break: refused when the config is read, naming the key."""
+    config = {**copy.deepcopy(paper_config), "results": results}
+    with pytest.raises(cfg.ConfigError, match="results"):
+        cfg.validate(config)
+    cfg.validate({**config, "results": f"/work/{results}"} if results == "-r" else paper_config)  # absolute: taken
