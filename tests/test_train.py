@@ -221,6 +221,11 @@ def test_stop_flag_writes_a_checkpoint_and_resumes_exactly(tmp_path):
     assert (tmp_path / "stopped/checkpoints/resume_0000001.pt").exists()  # stopped after its first update
     assert toy.train_in_process(tmp_path / "stopped", settings) == EXIT_DONE
     toy.assert_same_weights(toy.final_weights(tmp_path / "straight"), toy.final_weights(tmp_path / "stopped"))
+    # the log interval open at the stop (step 1 of 2) goes on: the records are the uninterrupted run's
+    same = ("step", "loss", "grad_norm", "grad_norm_max", "src_tokens_per_update", "tgt_tokens_per_update",
+            "flops_per_update")  # fmt: skip
+    straight, stopped = (metrics.read(tmp_path / run / "metrics.jsonl").progress for run in ("straight", "stopped"))
+    assert [[r[k] for k in same] for r in stopped] == [[r[k] for k in same] for r in straight]
 
 
 class StopAt:

@@ -53,6 +53,26 @@ class Progress:
         self.src, self.tgt, self.steps = self.src + src, self.tgt + tgt, self.steps + 1
         self.flops += flops
 
+    def state(self) -> dict:
+        """The open interval's sums (all ranks' loss: a collective), which a checkpoint keeps so that
+        the resumed run's next record is the uninterrupted run's (its time too, as time worked)."""
+        loss = self.loss.clone()
+        if self.env.world_size > 1:
+            dist.all_reduce(loss)
+        tensors = {"norm_sum": self.norm_sum, "norm_max": self.norm_max, "norm_count": self.norm_count}
+        return {"loss": loss.item(), **{k: v.item() for k, v in tensors.items()}, "src": self.src, "tgt": self.tgt,
+                "flops": self.flops, "steps": self.steps, "seconds": time.perf_counter() - self.mark}  # fmt: skip
+
+    def resume(self, carried: dict) -> None:
+        """Go on with the interval a checkpoint kept (`state`; rank 0 carries every rank's loss)."""
+        if not carried:
+            return
+        for key in ("norm_sum", "norm_max", "norm_count"):
+            getattr(self, key).fill_(carried[key])
+        self.loss.fill_(carried["loss"] if self.env.main else 0.0)
+        self.src, self.tgt, self.flops, self.steps = carried["src"], carried["tgt"], carried["flops"], carried["steps"]
+        self.mark -= carried["seconds"]
+
     def record(self, step: int, lr: float) -> dict:
         """The interval's progress record at `step`, learning rate `lr` (all ranks' loss: a
         collective under several processes); starts the next interval."""

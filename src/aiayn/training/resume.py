@@ -168,6 +168,7 @@ def restore(trainer) -> None:
     watched = state.get("watch") or {}  # a checkpoint of aiayn 0.3 has none: watching starts afresh
     trainer.watch = Watch(env.device, lowest=watched.get("lowest", math.inf), mean=watched.get("mean", math.nan))
     trainer.watch.told = watched.get("told", False)
+    trainer.carried = state.get("progress") or {}  # the open log interval (older checkpoints: none)
     # the data position is the step, and dropout masks follow the micro-batch (seed_dropout):
     # no random state to restore, at any GPU count, as long as the micro-batches are the same
     if state["data"] != trainer.data_plan():

@@ -112,6 +112,7 @@ class Trainer:
         self.watch = Watch(env.device)
         self.board = Board(None, step=0)  # the run's TensorBoard, opened by `run` (main process)
         self.stall = None  # the stall watch (aiayn.training.watch.Stall), made at the start (main process)
+        self.carried = {}  # the open log interval's sums at the step (Progress.state), which a checkpoint keeps
 
     def first_nonfinite(self) -> int | None:
         """First step whose loss was not finite on any rank (checked on the device, read only when
@@ -151,6 +152,7 @@ class Trainer:
             "identity": self.identity,
             "world_size": self.env.world_size,
             "watch": self.watch.state(),
+            "progress": self.carried,
         }
 
     def log_dev(self, step: int, dev: dict, note: str = "") -> None:
@@ -329,6 +331,7 @@ def train_loop(trainer: Trainer, stop, max_updates: int | None) -> int:
     if env.main:
         say_start(trainer, where)
     progress = Progress(env=env, precision=trainer.precision, step=trainer.step, total=total)
+    progress.resume(trainer.carried)
     trainer.model.train()
     left = max_updates if max_updates is not None else total
     while trainer.step < total and left > 0:
@@ -342,11 +345,13 @@ def train_loop(trainer: Trainer, stop, max_updates: int | None) -> int:
         if at_log:
             trainer.log_progress(progress.record(step, trainer.scheduler.get_last_lr()[0]))
         if at_checkpoint:
+            trainer.carried = progress.state()
             trainer.save()
             if env.main:
                 trainer.log_dev(step, trainer.evaluate())
             barrier(env)
         if stop_requested(stop, env, step):
+            trainer.carried = progress.state()  # (the same as at the checkpoint, where this step is one)
             return stopped(trainer, stop, where[env.rank], checkpointed=at_checkpoint, since=progress.start)
     if trainer.step >= total and env.main:  # the final model: the weights alone, under the run's output name
         ckpt.save(ckpt.weights_of(trainer.payload()), trainer.files.out)
