@@ -450,3 +450,15 @@ def test_a_run_set_aside_takes_its_final_model_and_tensorboard_with_it(tmp_path)
     assert (aside / "model.pt").read_bytes() == b"old model" and not out.exists()
     assert (aside / "tensorboard" / "events.out.tfevents.1").exists() and not (tmp_path / "tensorboard").exists()
     assert (aside / "checkpoints" / "checkpoint_0000004.pt").exists() and folder.is_dir()
+
+
+def test_a_finished_run_run_again_writes_its_last_step_checkpoint_again(tmp_path):
+    """The last step checkpoint of a finished run, deleted (a damaged one, as average says): training
+    run again writes it again from the run's last resume checkpoint, the same weights."""
+    settings = toy.settings(steps=8, checkpoint_interval=4, keep_checkpoints=2)
+    assert toy.train_in_process(tmp_path, settings) == 0
+    last = tmp_path / "checkpoints" / "checkpoint_0000008.pt"
+    before = checkpoint.load(last)["model"]
+    last.unlink()
+    assert toy.train_in_process(tmp_path, settings) == 0
+    toy.assert_same_weights(before, checkpoint.load(last)["model"])

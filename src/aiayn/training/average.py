@@ -47,10 +47,16 @@ def newest_on_grid(
                 log(f"{path} is of another run ({'; '.join(resume.changes(theirs or {}, run))}): not averaged")
         others, grid = len(grid) - len(mine), mine
     if len(grid) < k:
-        off = len(found) - len(grid) - (others if run is not None else 0)
+        off = sorted(step for step, _ in found if not ckpt.on_grid(step, interval, final))
+        said = ", ".join(map(str, off[:5])) + (", ..." if len(off) > 5 else "")
         raise UserError(
             f"{folder}: {len(grid)} step checkpoint(s) every {interval} updates, {k} are to be averaged"
-            + (f" ({off} written at other steps on a stop signal are not averaged)" if off else "")
+            + (
+                f" (steps {said} are off that grid: written on a stop signal, or under another "
+                "checkpoint_interval; if training.checkpoint_interval was changed, set it back)"
+                if off
+                else ""
+            )
             + (f" ({others} of another run left out)" if run is not None and others else "")
             + "; keep at least that many (training.keep_checkpoints) and rerun training"
         )

@@ -354,7 +354,10 @@ def train_loop(trainer: Trainer, stop, max_updates: int | None) -> int:
             trainer.carried = progress.state()  # (the same as at the checkpoint, where this step is one)
             return stopped(trainer, stop, where[env.rank], checkpointed=at_checkpoint, since=progress.start)
     if trainer.step >= total and env.main:  # the final model: the weights alone, under the run's output name
-        ckpt.save(ckpt.weights_of(trainer.payload()), trainer.files.out)
+        weights, last = ckpt.weights_of(trainer.payload()), ckpt.step_path(trainer.files.checkpoints, total)
+        if (tr["keep_checkpoints"] or 0) > 0 and not last.exists():  # a finished run's, deleted (damaged): again
+            ckpt.save(weights, last)
+        ckpt.save(weights, trainer.files.out)
         trainer.log(f"done: {trainer.files.out}")
     elif env.main:  # --max-updates reached: what a rerun resumes from is said
         newest = ckpt.list_resumable(trainer.files.checkpoints)
