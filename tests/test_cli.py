@@ -561,3 +561,27 @@ def test_an_empty_or_contradictory_json_option_is_named_with_what_to_do(tmp_path
     row = {"table": 2, "preset": "base", "task": "translation", "decode": {}, "average": 5}
     assert evaluation_chain(json.dumps({**row, "name": "base", "pair": ["en", "de"]}), "--paper-row")["table"] == 2
     assert not list(tmp_path.iterdir())
+
+
+LATE_SIGNAL = """
+import atexit, os, signal
+def add_arguments(add):
+    pass
+def run(args):
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as a training's stop flag takes Ctrl-C
+    atexit.register(lambda: os.kill(os.getpid(), signal.SIGINT))  # a second Ctrl-C on the way out
+    print("done")
+"""
+
+
+def test_a_ctrl_c_after_the_command_has_ended_changes_nothing(tmp_path):
+    """A Ctrl-C that reaches `python -m aiayn` after its command has ended and said so (a second one,
+    in an exit handler): the exit code and the output are the command's, no traceback."""
+    import toy
+
+    (tmp_path / "latecmd.py").write_text(LATE_SIGNAL)
+    code = "import sys\nfrom aiayn import cli\ncli.COMMANDS['late'] = ('latecmd', '')\nsys.exit(cli.main(process=True))"
+    env = {**toy.env_for_subprocess(), "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT / 'src'}"}
+    done = subprocess.run([sys.executable, "-c", code, "late"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert (done.returncode, done.stdout, done.stderr) == (0, "done\n", "")

@@ -4,4 +4,4 @@ import sys
 
 from aiayn.cli import main
 
-sys.exit(main())
+sys.exit(main(process=True))

@@ -412,7 +412,10 @@ def _append_cost(path: str, command: str | None, argv: list[str], *, started: fl
         f.write(json.dumps(record) + "\n")
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, process: bool = False) -> int:
+    """Run one command; its exit code. `process`: the command is the whole process (`python -m
+    aiayn`): once it has ended and said how, a late Ctrl-C or stop signal (a second one, on its way
+    out or in an exit handler) changes nothing."""
     import time
 
     started = time.time()
@@ -432,6 +435,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         try:
             code = _main(argv, command)
+            if process:
+                for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                    signal.signal(sig, signal.SIG_IGN)
         except SystemExit:  # argparse's --help and usage errors: their text flushed here too
             if wrapped:
                 failed = _flushed(command)
