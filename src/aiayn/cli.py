@@ -424,7 +424,7 @@ def main(argv: list[str] | None = None, *, process: bool = False) -> int:
     code = None
     if sys.stdout is None:  # its file descriptor closed (`>&-`): what the command says would go nowhere
         with contextlib.suppress(OSError, AttributeError):
-            print(f"aiayn{' ' + command if command else ''}: error: {STDOUT} is closed; give it a file (> FILE, "
+            print(f"{_prog(command)}: error: {STDOUT} is closed; give it a file (> FILE, "
                   "> /dev/null) or the terminal", file=sys.stderr, flush=True)  # fmt: skip
         return EXIT_USER
     if getattr(sys.stdout, "errors", None) == "strict" and hasattr(sys.stdout, "reconfigure"):
@@ -463,6 +463,11 @@ def _flushed(command: str | None) -> int | None:
     return None
 
 
+def _prog(command: str | None) -> str:
+    """Who says a failure: `aiayn <command>`, or `aiayn` before a command is named (`--version`)."""
+    return f"aiayn {command}" if command else "aiayn"
+
+
 def _stdout_failed(exc: OSError, command: str | None) -> int:
     """A write to stdout failed: a reader gone ends quietly (EXIT_PIPE); anything else (a full
     disk under `> file`) is one line naming standard output."""
@@ -470,7 +475,7 @@ def _stdout_failed(exc: OSError, command: str | None) -> int:
         return _stdout_gone()
     said = explain(exc, [])
     with contextlib.suppress(OSError):
-        print(f"aiayn{' ' + command if command else ''}: error: {said[0]}", file=sys.stderr, flush=True)
+        print(f"{_prog(command)}: error: {said[0]}", file=sys.stderr, flush=True)
     with contextlib.suppress(OSError, ValueError):  # nothing more is written to it at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno())
     return said[1]
@@ -512,7 +517,7 @@ def _main(argv: list[str], command: str | None) -> int:
                 raise
         else:
             return int(result or 0)
-        line = one_line(f"aiayn {command}: error: {said[0]}")
+        line = one_line(f"{_prog(command)}: error: {said[0]}")
         with contextlib.suppress(OSError):  # stderr may be a log on the full disk that failed the command
             end_lines()
             print(line, file=sys.stderr, flush=True)
