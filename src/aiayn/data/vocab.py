@@ -177,6 +177,21 @@ def check_model(state: dict, model_path, spm: dict) -> None:
         )
 
 
+def _spm_names(scratch: Path, inputs: list, links: Path, out: Path) -> tuple[Path, list[Path]]:
+    """Names sentencepiece can take (text, and for its inputs no comma): the model's prefix in the
+    scratch folder (whose folder must be UTF-8), each input as a link in `links`."""
+    try:
+        str(scratch).encode()
+    except UnicodeEncodeError:
+        raise UserError(
+            f"{out.parent}: sentencepiece takes only folder names that are UTF-8; write elsewhere"
+        ) from None
+    texts = [links / f"input-{i}" for i in range(len(inputs))]
+    for text, path in zip(texts, inputs):
+        text.symlink_to(os.path.abspath(path))
+    return scratch / "spm", texts
+
+
 def train(
     inputs: list[str],
     out: str | os.PathLike,
@@ -204,16 +219,7 @@ def train(
         scratch_dir(out) as scratch,
         tempfile.TemporaryDirectory() as links,
     ):
-        prefix = Path(scratch) / "spm"
-        try:
-            str(scratch).encode()
-        except UnicodeEncodeError:
-            raise UserError(
-                f"{out.parent}: sentencepiece takes only folder names that are UTF-8; write elsewhere"
-            ) from None
-        texts = [Path(links) / f"input-{i}" for i in range(len(inputs))]
-        for text, path in zip(texts, inputs):
-            text.symlink_to(os.path.abspath(path))
+        prefix, texts = _spm_names(Path(scratch), inputs, Path(links), out)
         try:
             spm.SentencePieceTrainer.Train(
                 input=",".join(map(str, texts)),

@@ -149,11 +149,8 @@ def restore(trainer) -> None:
     where = f"{files.checkpoints}: checkpoint of step {state['step']}"
     barrier(env)  # every rank has read the folder before rank 0 moves it
     if why:
-        aside = (
-            set_aside(files.checkpoints, time.strftime("%Y%m%d-%H%M%S"), files.metrics, files.out, files.tensorboard)
-            if env.main
-            else None
-        )
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        aside = set_aside(files.checkpoints, stamp, files.metrics, files.out, files.tensorboard) if env.main else None
         barrier(env)
         trainer.log(
             f"{files.checkpoints}: the checkpoints (newest: step {state['step']}) are of another run "
