@@ -239,10 +239,10 @@ def test_numbers_of_the_command_line_reach_the_study():
 
 
 @pytest.mark.parametrize("results", ["-r", "a,b", "x{y}", "a\nb"])
-def test_a_results_folder_no_command_can_be_given_is_refused_naming_the_key(paper_config, results):
+def test_a_results_folder_no_command_can_be_given_is_refused_naming_the_key(paper_config, results, tmp_path):
     """`results` with a leading dash (every output path under it an option to the commands), a
     comma, braces or a line break: refused when the config is read, naming the key."""
     config = {**copy.deepcopy(paper_config), "results": results}
     with pytest.raises(cfg.ConfigError, match="results"):
         cfg.validate(config)
-    cfg.validate({**config, "results": f"/work/{results}"} if results == "-r" else paper_config)  # absolute: taken
+    cfg.validate({**config, "results": str(tmp_path / results)} if results == "-r" else paper_config)  # absolute: taken
