@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -441,7 +442,6 @@ def test_every_exit_code_is_in_the_troubleshooting_table():
     """Each EXIT_* code the package defines (and 128 + the signals a command stops on) is a row of
     docs/troubleshooting.md's table of exit codes, which says what to do."""
     import ast
-    import re
     import signal
 
     codes = {}
@@ -458,19 +458,30 @@ def test_every_exit_code_is_in_the_troubleshooting_table():
 
 
 @pytest.mark.parametrize("option", ["--decode", "--settings"])
-def test_a_json_option_with_a_key_given_twice_is_refused(option, capsys):
-    """As the YAML files refuse a key given twice: JSON would keep the last value silently."""
+@pytest.mark.parametrize("text, why", [('{"beam": 4, "beam": 5}', "the key 'beam' is given twice"),
+                                       ("[" * 20000 + "]" * 20000, "nested too deeply")])  # fmt: skip
+def test_a_json_option_with_a_key_given_twice_or_nested_too_deeply_is_refused(option, text, why, capsys):
+    """As the YAML files refuse a key given twice: JSON would keep the last value silently. A value
+    nested past Python's recursion limit was a RecursionError's traceback."""
     command = "translate" if option == "--decode" else "table1"
     argv = {"translate": ["--model", "m", "--input", "i", "--spm-src", "a", "--spm-tgt", "b", "--out", "o"],
             "table1": ["--out-md", "t.md", "--out-csv", "t.csv", "--out-html", "t.html", "--figure", "t.png"],
             }[command]  # fmt: skip
-    assert main([command, *argv, option, '{"beam": 4, "beam": 5}']) == 2
+    assert main([command, *argv, option, text]) == 2
     err = capsys.readouterr().err
-    assert f"{option} is not valid JSON: the key 'beam' is given twice" in err and "Traceback" not in err
+    assert f"{option} is not valid JSON: {why}" in err and "Traceback" not in err
+
+
+def test_json_is_read_by_one_function():
+    """Every JSON the package reads goes through aiayn.io.parse_json, whose every failure is a ValueError
+    its callers name the file or option in: no json.loads or json.load elsewhere."""
+    found = {str(p.relative_to(ROOT)) for p in (ROOT / "src/aiayn").rglob("*.py")
+             if re.search(r"\bjson\.loads?\(", p.read_text(encoding="utf-8"))}  # fmt: skip
+    assert found == {"src/aiayn/io.py"}, found
 
 
 def test_a_json_file_with_a_key_given_twice_is_refused(tmp_path):
-    """The one JSON reader (aiayn.runtime.records.parse) refuses it in every file too: experiment.json with
+    """The one JSON reader (aiayn.io.parse_json) refuses it in every file too: experiment.json with
     "steps" twice trained to the last one's count."""
     from aiayn.study import resolve
 

@@ -194,6 +194,36 @@ def test_a_document_that_expands_without_bound_is_refused_before_it_is_built(tex
         cfg.read_yaml(path)
 
 
+# every tag yaml's safe loader builds, each given what it cannot build, in each place a value may stand
+BUILT = [tag for tag in yaml.SafeLoader.yaml_constructors if tag]
+UNBUILDABLE = ["x", "''", "[1, [2]]", "{x: [1]}", "{[1]: 2}", "2001-13-45", "9" * 5000]
+PLACES = ["a: !<{t}> {b}\n", "!<{t}> {b}\n", "a: [b, !<{t}> {b}]\n", "? !<{t}> {b}\n: 1\n"]
+
+
+@pytest.mark.parametrize("tag", BUILT)
+def test_a_value_yaml_cannot_build_is_refused_naming_the_file(tag, tmp_path):
+    """yaml builds a tagged value with Python's own constructors (`!!bool x` is a KeyError, `!!int ''`
+    an IndexError, a 5,000-digit int a ValueError) and a mapping key that is a mapping is unhashable:
+    each is read, or refused as YAML naming the file, never another exception."""
+    path = tmp_path / "c.yaml"
+    for body in UNBUILDABLE:
+        for place in PLACES:
+            path.write_text(place.format(t=tag, b=body))
+            try:
+                cfg.read_yaml(path)
+            except cfg.ConfigError as exc:
+                assert str(exc).startswith(f"{path}, line ") and "\n" not in str(exc), exc
+
+
+@pytest.mark.parametrize("text", ["[" * 5000 + "]" * 5000, "{a: " * 5000 + "1" + "}" * 5000,
+                                  "".join(" " * i + "a:\n" for i in range(3000)), "{ {preset: base}: 1 }"])  # fmt: skip
+def test_a_document_nested_past_the_readers_depth_or_with_a_mapping_key_is_refused(text, tmp_path):
+    path = tmp_path / "deep.yaml"
+    path.write_text(text)
+    with pytest.raises(cfg.ConfigError, match=r"deep.yaml(, line 1, column 3)?: (refused|not valid YAML)"):
+        cfg.read_yaml(path)
+
+
 def test_an_alias_bomb_given_to_snakemake_ends_in_one_line(tmp_path):
     from conftest import snakemake
 

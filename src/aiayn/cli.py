@@ -32,7 +32,7 @@ from typing import Iterator, MutableMapping, TextIO
 from aiayn import commands, described, inventory
 from aiayn.errors import EXIT_USER, Stopped, UserError, explain, note_stop, one_line, pending_stop, take_stop
 from aiayn.inventory import Check
-from aiayn.io import appendable
+from aiayn.io import appendable, parse_json
 
 # command -> module defining `add_arguments(add)` (its parser's add_argument) and `run(args)`; imported
 # only when called, so a step's environment needs only the packages of its own command.
@@ -326,7 +326,9 @@ def paths(command: str | None, args) -> tuple[list[tuple[str, str, str]], list[t
                 inputs += [(f"{option} (a file in it)", p, "file") for p in files_read(given, check.reads)]
             elif check.kind in ("settings", "settings list"):
                 with contextlib.suppress(ValueError):  # JSON the command itself refuses, naming the option
-                    inputs += [(option + at, p, "file") for at, p in paths_in(check.what, json.loads(given))]
+                    inputs += [
+                        (option + at, p, "file") for at, p in paths_in(check.what, parse_json(given, finite=False))
+                    ]
     more_outputs, more_inputs = [], []
     if command in inventory.DERIVED:
         import inspect
@@ -370,7 +372,7 @@ def costs_file(environ: MutableMapping[str, str] = os.environ) -> str | None:
         return path
     try:
         with open(path, encoding="utf-8") as f:
-            first = json.loads(f.readline())
+            first = parse_json(f.readline(), finite=False)
         if isinstance(first, dict) and "command" in first and "wall_s" in first:
             return path
     except (OSError, ValueError):

@@ -600,6 +600,31 @@ def write_json(path: str | os.PathLike, data) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not a number a record may hold")
+
+
+def _no_duplicate_keys(pairs: list) -> dict:
+    seen = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise ValueError(f"the key {key!r} is given twice (JSON would keep the last one silently)")
+        seen.add(key)
+    return dict(pairs)
+
+
+def parse_json(text: str | bytes, *, finite: bool = True):
+    """JSON text as Python values, the package's one JSON reader (every record, metrics line, JSON
+    option, header and result file): every failure is a ValueError (a document nested past Python's
+    recursion limit too); a key given twice in one object is refused (as the YAML files refuse it),
+    and with `finite`, NaN and infinities."""
+    hook = _refuse_constant if finite else None
+    try:
+        return json.loads(text, parse_constant=hook, object_pairs_hook=_no_duplicate_keys)
+    except RecursionError:
+        raise ValueError("nested too deeply to be read") from None
+
+
 def zip_damage(path: str | os.PathLike) -> str | None:
     """What is wrong with a zip file (a torch checkpoint is one; torch's load checks no checksum, so
     a flipped bit would be used): None, or the record that fails its CRC-32 or why none can be read."""

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from aiayn.errors import UserError
-from aiayn.runtime import records
+from aiayn.io import parse_json
 from aiayn.study import config
 
 
@@ -26,7 +26,7 @@ def load_json(text: str, option: str, *, expect: type = object):
     """The value of a JSON command-line option; a clear error naming the option otherwise (a key given
     twice in one object too, as the YAML files refuse it)."""
     try:
-        value = records.parse(text, finite=False)
+        value = parse_json(text, finite=False)
     except ValueError as exc:
         raise UserError(f"{option} is not valid JSON: {exc}") from None
     if expect is not object and not isinstance(value, expect):

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from aiayn.errors import UserError
-from aiayn.io import atomic_path, readable
+from aiayn.io import atomic_path, parse_json, readable
 
 MAGIC = b"AIAYNENC"
 VERSION = 1
@@ -179,7 +179,7 @@ def _header(path: Path) -> dict:
         if size > path.stat().st_size:
             raise _damaged(path, "its header runs past the end of the file")
         try:
-            header = json.loads(f.read(size))
+            header = parse_json(f.read(size), finite=False)
         except (ValueError, UnicodeDecodeError):
             raise EncodedError(f"{path}: corrupt header; rerun the encode step") from None
     if (

@@ -20,7 +20,16 @@ import sentencepiece as spm
 
 from aiayn.data.binary import BOS, EOS, PAD, UNK
 from aiayn.errors import UserError
-from aiayn.io import atomic_paths, atomic_write_text, file_sha256, readable, scratch_dir, together, write_failure
+from aiayn.io import (
+    atomic_paths,
+    atomic_write_text,
+    file_sha256,
+    parse_json,
+    readable,
+    scratch_dir,
+    together,
+    write_failure,
+)
 from aiayn.runtime.lines import read_lines
 
 SIDES = {"src": "source", "tgt": "target"}
@@ -308,7 +317,7 @@ def derived_files(vocab: str, out_src, out_tgt) -> tuple[list, list]:
     shared vocabulary the target's model is a copy of the source's, with no pieces of its own):
     what aiayn.cli.paths adds to the options' paths. `vocab`: the command's JSON settings."""
     try:
-        shared = json.loads(vocab).get("shared", True)
+        shared = parse_json(vocab, finite=False).get("shared", True)
     except (ValueError, AttributeError):  # the command refuses it, naming --vocab
         shared = True
     models = [("--out-src", out_src)] + ([] if shared else [("--out-tgt", out_tgt)])

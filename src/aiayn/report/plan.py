@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aiayn.errors import UserError
-from aiayn.io import atomic_write_text, readable
+from aiayn.io import atomic_write_text, parse_json, readable
 from aiayn.model.hparams import ModelConfig
 from aiayn.report.format import to_markdown
 from aiayn.runtime.checkpoint import RESUMABLE
@@ -107,7 +107,7 @@ def measured_mfu(benchmark: Path | None, gpu: str) -> list[Measured]:
     if benchmark is None or not benchmark.is_file():  # none measured yet (write_plan says so)
         return []
     try:
-        report = json.loads(readable(benchmark, "a GPU benchmark result").read_text(encoding="utf-8"))
+        report = parse_json(readable(benchmark, "a GPU benchmark result").read_text(encoding="utf-8"), finite=False)
         device, date = str(report["device"]), str(report.get("date", "undated"))
         runs: dict[str, dict[str, float]] = {}
         for run in report["training"]:

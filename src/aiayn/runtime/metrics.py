@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiayn.errors import UserError
-from aiayn.io import appendable, atomic_write_text, readable
+from aiayn.io import appendable, atomic_write_text, parse_json, readable
 from aiayn.runtime import records
 
 
@@ -78,7 +78,7 @@ def _records(path: Path, torn: bool = False) -> list[dict]:
     out, lines, first, step = [], text.splitlines(), None, 0
     for i, line in enumerate(lines):
         try:
-            rec = records.parse(line, finite=False)  # a diverged run's loss is NaN, and says so
+            rec = parse_json(line, finite=False)  # a diverged run's loss is NaN, and says so
             kind(rec)
         except ValueError:
             if i == len(lines) - 1 and not text.endswith("\n"):  # a torn last line: a crash while it was written

@@ -11,14 +11,13 @@ their own, read by `aiayn.runtime.metrics` through `check`.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 
 import jsonschema
 
 from aiayn.errors import UserError
-from aiayn.io import readable, write_json
+from aiayn.io import parse_json, readable, write_json
 
 COUNT = {"type": "integer", "minimum": 0}
 FIGURE = {"type": "number"}  # finite: NaN and infinities are refused when the JSON is parsed
@@ -197,25 +196,6 @@ WRITTEN_BY = {  # the step to rerun when a record is damaged
 }
 
 
-def _refuse_constant(name: str):
-    raise ValueError(f"{name} is not a number a record may hold")
-
-
-def _no_duplicate_keys(pairs: list) -> dict:
-    seen = set()
-    for key, _ in pairs:
-        if key in seen:
-            raise ValueError(f"the key {key!r} is given twice (JSON would keep the last one silently)")
-        seen.add(key)
-    return dict(pairs)
-
-
-def parse(text: str, *, finite: bool = True):
-    """JSON text as Python values (every record, metrics line, JSON option and experiment.json): a key given
-    twice in one object is refused (as the YAML files refuse it), and with `finite`, NaN and infinities."""
-    return json.loads(text, parse_constant=_refuse_constant if finite else None, object_pairs_hook=_no_duplicate_keys)
-
-
 def problem(value, kind: str) -> str | None:
     """What is wrong with `value` as a record of `kind` ("field: message"), or None."""
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(SCHEMAS[kind]).iter_errors(value))
@@ -244,7 +224,7 @@ def _parsed(path: str | os.PathLike, kind: str):
     """The JSON a record file of `kind` holds, or one line naming it and the step to rerun."""
     path = readable(path, f"a {kind} record")
     try:
-        return parse(path.read_text(encoding="utf-8"))
+        return parse_json(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         step = WRITTEN_BY.get(kind, "the step that writes it")
         raise UserError(f"{path}: not a readable {kind} record ({exc}); remove it and rerun {step}") from None

@@ -11,10 +11,11 @@ A finished training takes its check.json as an ancient input: a check run again 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
+
+from aiayn.io import parse_json
 
 PACKAGE = Path(__file__).resolve().parents[1]
 # what builds, trains and decodes a model: its layers and attention, the trainer's step, batching, loss,
@@ -72,7 +73,7 @@ def stale_checks(checks: Iterable[str | Path], code: str) -> str | None:
     stale = []
     for path in map(Path, checks):
         try:
-            recorded = json.loads(path.read_text()).get("code")
+            recorded = parse_json(path.read_text(), finite=False).get("code")
         except (OSError, ValueError, AttributeError):
             continue  # absent or unreadable: the check rule remakes it and says so
         if recorded != code:

@@ -12,6 +12,7 @@ same definitions and fills in the same defaults.
 
 from __future__ import annotations
 
+import collections.abc
 import copy
 import functools
 import math
@@ -239,12 +240,26 @@ class _StrictLoader(yaml.SafeLoader):
     (`<<: *base`, YAML's way to share a block) are standard: what a merge brings may be overridden by
     a key written in the mapping itself; only keys written twice are refused."""
 
+    def construct_object(self, node, deep=False):
+        """A value yaml builds with Python's own constructors (`!!int x`, `!!timestamp 2001-13-45`, an
+        int of 5,000 digits) fails with their exception: a YAML error at the value's line instead."""
+        try:
+            return super().construct_object(node, deep)
+        except (yaml.YAMLError, RecursionError):
+            raise
+        except Exception as exc:  # (`!!bool x`: KeyError; `!!int ''`: IndexError)
+            raise yaml.constructor.ConstructorError(None, None, f"cannot build {exc!r:.120}", node.start_mark) from None
+
     def construct_mapping(self, node, deep=False):
+        if not isinstance(node, yaml.MappingNode):  # `!!set [1]`: yaml's own refuses it
+            return super().construct_mapping(node, deep)
         seen = {}
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 continue
             key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, collections.abc.Hashable):
+                break  # yaml's own construct_mapping refuses it ("found unhashable key")
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"the key {key!r} is given twice (first at line {seen[key] + 1})", key_node.start_mark
@@ -296,12 +311,11 @@ def loads(text: str, name: str = "<string>"):
         node = loader.get_single_node()
         if node is None:
             return None
-        try:
-            _expanded_size(node, MAX_YAML_VALUES)
-        except (ValueError, RecursionError) as exc:
-            message = str(exc) if isinstance(exc, ValueError) else "its aliases nest too deeply"
-            raise ConfigError(f"{name}: refused ({message}); write the values out or share fewer levels") from None
+        _expanded_size(node, MAX_YAML_VALUES)
         return loader.construct_document(node)
+    except (ValueError, RecursionError) as exc:  # (a document nested past Python's recursion limit too)
+        message = str(exc) if isinstance(exc, ValueError) else "it nests too deeply"
+        raise ConfigError(f"{name}: refused ({message}); write the values out or share fewer levels") from None
     finally:
         loader.dispose()
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 import os
 
 from aiayn.errors import UserError
-from aiayn.io import readable, write_json
+from aiayn.io import parse_json, readable, write_json
 from aiayn.model.hparams import ModelConfig
-from aiayn.runtime import records
 from aiayn.study import config
 
 # key -> the type its value has
@@ -77,7 +76,7 @@ def read(path: str | os.PathLike) -> dict:
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read the experiment settings ({exc})") from None
     try:
-        settings = records.parse(text, finite=False)  # a NaN setting: the schema names its key
+        settings = parse_json(text, finite=False)  # a NaN setting: the schema names its key
     except ValueError as exc:
         raise UserError(f"{path} is not valid JSON: {exc}") from None
     lacking = missing(settings) if isinstance(settings, dict) else list(KEYS)

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from aiayn.errors import UserError
-from aiayn.io import remove_leftovers
+from aiayn.io import parse_json, remove_leftovers
 from aiayn.runtime import checkpoint, metrics
 from aiayn.runtime.checkpoint import on_grid
 from aiayn.study.layout import Layout
@@ -95,7 +95,7 @@ def finished_work(files, interval: int) -> str:
 def not_shared(path: Path, identity: dict) -> None:
     """Refuse a metrics file that holds another run's records (a start record of another identity):
     runs never share a file they write, and this run would cut the other's records to its own step."""
-    mine = json.loads(json.dumps(identity))
+    mine = parse_json(json.dumps(identity), finite=False)
     other = next((r["run"] for r in metrics.read(path, torn=True).start if r.get("run", mine) != mine), None)
     if other is not None:
         differ = "; ".join(changes(other, mine)[:3]) or "another run"
