@@ -483,7 +483,7 @@ CASES = [
     Case(
         "translate: model not a checkpoint",
         cmd("translate", model=lambda w, t: w / "a.txt"),
-        "a.txt: not a readable checkpoint",
+        "a.txt: not a readable checkpoint (BadZipFile: File is not a zip file); give a last.pt, an average",
         "out.txt",
     ),
     Case("translate: missing input", cmd("translate", input=lambda w, t: t / "none.txt"), "none.txt", "out.txt"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import socket
 from pathlib import Path
 
 import numpy as np
@@ -85,6 +86,15 @@ def test_wrong_checksum_leaves_nothing(served, tmp_path):
     with pytest.raises(UserError, match=r"sha256 is [0-9a-f]{64}, config.yaml expects 0{64}; the download was removed"):
         download(server.url + "wmt14/training-parallel-nc-v9.tgz", out, "0" * 64, log=lambda m: None)
     assert list(out.parent.iterdir()) == []
+
+
+def test_a_download_that_got_nothing_does_not_offer_to_resume(tmp_path):
+    out = tmp_path / "dl" / "nc.tgz"
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}/nc.tgz"
+    with pytest.raises(UserError, match=r"download failed after 2 attempts \(.*\); run again$"):
+        download(url, out, "0" * 64, retries=1, wait=0, log=lambda m: None)
 
 
 def test_truncated_download_fails_clearly_after_retries(served, tmp_path):

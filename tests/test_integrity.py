@@ -144,6 +144,7 @@ def test_a_flipped_bit_in_a_checkpoint_is_refused_not_used(trained, tmp_path, wh
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and str(damaged.parent) in err[0], (name, err)
         assert "damaged" in err[0] or "not a readable checkpoint" in err[0], (name, err)
+        assert not re.search(r"record \S*\.pt\.", err[0]), (name, err)  # not by its writer's temporary name
         assert not (tmp_path / "out").exists()
 
 

@@ -635,6 +635,7 @@ def zip_damage(path: str | os.PathLike) -> str | None:
         return f"not a readable checkpoint ({type(exc).__name__}: {exc})"
     except zlib.error as exc:
         bad = f"({exc})"
+    bad = bad if bad is None else bad.partition("/")[2] or bad  # (torch's records: <the name it was saved as>/...)
     return None if bad is None else f"a damaged checkpoint (record {bad} does not match its checksum)"
 
 

@@ -166,8 +166,7 @@ def fetch_retrying(url: str, part: Path, *, retries: int, wait: float, timeout: 
                     f"{url}: HTTP {exc.code} {exc.reason}; check the URL (or `mirror`) in config.yaml"
                 ) from None
             if attempt > retries:
-                raise UserError(
-                    f"{url}: download failed after {attempt} attempts ({exc}); run again to resume from {part}"
-                ) from None
+                again = f"run again to resume from {part}" if part.is_file() and part.stat().st_size else "run again"
+                raise UserError(f"{url}: download failed after {attempt} attempts ({exc}); {again}") from None
             log(f"{url}: attempt {attempt} failed ({exc}); resuming in {wait:g} s")
             time.sleep(wait)

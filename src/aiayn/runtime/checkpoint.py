@@ -35,6 +35,7 @@ RESUME_FILE = re.compile(r"resume_(\d+)\.pt$")
 RESUMABLE = 2  # resume checkpoints kept: a damaged newest one falls back to the one before
 # what a resume needs beyond the weights: left out of the checkpoints kept for averaging
 TRAINING_STATE = ("optimizer", "scheduler", "scaler", "data", "watch")
+GIVE = "give a last.pt, an average's output or a checkpoint_*.pt of a run"  # what a file that is none should be
 
 
 class CheckpointError(UserError, ValueError):
@@ -91,6 +92,8 @@ def verify(path: Path) -> None:
     """Check every record of a checkpoint file against its CRC-32 (`aiayn.io.zip_damage`): a damaged
     one raises CheckpointError."""
     if (damage := zip_damage(path)) is not None:
+        if damage.startswith("not"):  # not a zip at all: a wrong file given, or one cut short
+            raise CheckpointError(f"{path}: {damage}", f"{GIVE}, or where a step wrote it, delete it and rerun it")
         raise CheckpointError(f"{path}: {damage}")
 
 
@@ -114,8 +117,7 @@ def load(path: str | os.PathLike, map_location="cpu") -> dict:
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
         raise CheckpointError(f"{path}: not a readable checkpoint ({type(exc).__name__}: {first})") from None
     if not isinstance(payload, dict) or "model_config" not in payload or "model" not in payload:
-        raise CheckpointError(f"{path}: not an aiayn checkpoint (no model_config/model)", "give a last.pt, an "
-                              "average's output or a checkpoint_*.pt of a run")  # fmt: skip
+        raise CheckpointError(f"{path}: not an aiayn checkpoint (no model_config/model)", GIVE)
     return payload
 
 
