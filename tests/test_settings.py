@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 
 import pytest
 import toy
@@ -53,12 +54,34 @@ def wrong_values(prop: dict) -> list[tuple[str, object]]:
     if "enum" in prop:
         out.append(("outside its enum", "none-of-these"))
     if "pattern" in prop:
-        out.append(("against its pattern", "a b;c$"))
+        out.append(("against its pattern", "a b;c$\n"))
     if "format" in prop:
         out.append(("against its format", "zz"))
     if prop.get("type") == "array" and "items" in prop:
         out += [(f"an item {what}", [value]) for what, value in wrong_values(prop["items"])[:1]]
     return out
+
+
+def numbers(node, where: str = "") -> dict[str, dict]:
+    """Every property of the schema that holds a number, by its path."""
+    found = {}
+    if isinstance(node, dict):
+        types = node.get("type", [])
+        if {"integer", "number"} & set([types] if isinstance(types, str) else types):
+            found[where] = node
+        for key, value in node.items():
+            found |= numbers(value, f"{where}.{key}".lstrip("."))
+    return found
+
+
+def test_every_number_of_the_schema_has_a_range():
+    """A negative perplexity or a BLEU of 140 is a typo the dry run refuses: each number a config may
+    hold has a lower bound (an enum is one), and each BLEU or F1 (a percentage) an upper one of 100."""
+    found = numbers(cfg._schema())
+    assert len(found) > 50, sorted(found)
+    assert [w for w, p in found.items() if not {"minimum", "exclusiveMinimum", "enum"} & set(p)] == []
+    percent = [w for w, p in found.items() if re.search(r"(bleu|\bf1)$", w, re.I) and p.get("maximum") != 100]
+    assert percent == []
 
 
 def cases():
