@@ -480,6 +480,15 @@ def test_json_is_read_by_one_function():
     assert found == {"src/aiayn/io.py"}, found
 
 
+@pytest.mark.parametrize("text", ['{"a": NaN}', '{"a": -Infinity}', '{"a": 1e999}', "[-1e400]"])
+def test_the_json_reader_refuses_what_is_not_finite(text):
+    from aiayn.io import parse_json
+
+    with pytest.raises(ValueError, match="not a (finite )?number"):
+        parse_json(text)
+    assert parse_json(text, finite=False) is not None  # (a diverged run's metrics say NaN)
+
+
 def test_a_json_file_with_a_key_given_twice_is_refused(tmp_path):
     """The one JSON reader (aiayn.io.parse_json) refuses it in every file too: experiment.json with
     "steps" twice trained to the last one's count."""

@@ -239,12 +239,34 @@ def test_a_value_yaml_cannot_build_is_refused_naming_the_file(tag, tmp_path):
 
 
 @pytest.mark.parametrize("text", ["[" * 5000 + "]" * 5000, "{a: " * 5000 + "1" + "}" * 5000,
-                                  "".join(" " * i + "a:\n" for i in range(3000)), "{ {preset: base}: 1 }"])  # fmt: skip
+                                  "".join(" " * i + "a:\n" for i in range(700)), "{ {preset: base}: 1 }"])  # fmt: skip
 def test_a_document_nested_past_the_readers_depth_or_with_a_mapping_key_is_refused(text, tmp_path):
     path = tmp_path / "deep.yaml"
     path.write_text(text)
     with pytest.raises(cfg.ConfigError, match=r"deep.yaml(, line 1, column 3)?: (refused|not valid YAML)"):
         cfg.read_yaml(path)
+
+
+@pytest.mark.parametrize("text, why", [("a: 0x" + "f" * 300 + "\n", "a number too large to be a setting"),
+                                       ("a: [" + "1, " * 100_000 + "1]\n", "bytes, more than a config")])  # fmt: skip
+def test_a_number_past_any_float_or_a_file_past_any_config_is_refused(text, why, tmp_path):
+    """A hexadecimal int of 300 digits was an OverflowError in the schema's number check (and of
+    4,000 a ValueError quoting it); a file of a million values took 40 s and 720 MB to parse."""
+    path = tmp_path / "big.yaml"
+    path.write_text(text)
+    with pytest.raises(cfg.ConfigError, match=f"big.yaml.*{why}"):
+        cfg.read_yaml(path)
+
+
+def test_an_int_past_any_float_given_for_a_number_is_checked_not_a_traceback():
+    problems = cfg._problems(cfg.definition("decode"), {"alpha": 10**400})
+    assert len(problems) == 1 and "alpha: 1000" in problems[0] and "maximum" in problems[0], problems
+
+
+def test_a_pattern_refusal_is_one_line(paper_config):
+    with pytest.raises(cfg.ConfigError) as caught:
+        cfg.validate({**paper_config, "mirror": "abc"})
+    assert "mirror" in str(caught.value) and str(caught.value) == str(caught.value).strip()
 
 
 def test_an_alias_bomb_given_to_snakemake_ends_in_one_line(tmp_path):

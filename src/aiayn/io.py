@@ -23,6 +23,7 @@ import contextvars
 import errno
 import hashlib
 import json
+import math
 import os
 import re
 import secrets
@@ -613,6 +614,12 @@ def _no_duplicate_keys(pairs: list) -> dict:
     return dict(pairs)
 
 
+def _finite_float(text: str) -> float:
+    if not math.isfinite(value := float(text)):  # 1e999
+        raise ValueError(f"{text} is not a finite number")
+    return value
+
+
 def parse_json(text: str | bytes, *, finite: bool = True):
     """JSON text as Python values, the package's one JSON reader (every record, metrics line, JSON
     option, header and result file): every failure is a ValueError (a document nested past Python's
@@ -620,7 +627,8 @@ def parse_json(text: str | bytes, *, finite: bool = True):
     and with `finite`, NaN and infinities."""
     hook = _refuse_constant if finite else None
     try:
-        return json.loads(text, parse_constant=hook, object_pairs_hook=_no_duplicate_keys)
+        return json.loads(text, parse_constant=hook, parse_float=_finite_float if finite else float,
+                          object_pairs_hook=_no_duplicate_keys)  # fmt: skip
     except RecursionError:
         raise ValueError("nested too deeply to be read") from None
 

@@ -108,7 +108,7 @@ def _validator(schema_: dict):
         {
             "integer": lambda _, x: isinstance(x, int) and not isinstance(x, bool),
             # NaN and infinities (JSON's NaN, YAML's .nan / .inf) are no settings
-            "number": lambda _, x: isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x),
+            "number": lambda _, x: type(x) is int or (isinstance(x, float) and math.isfinite(x)),  # (int: finite)
         }
     )
     cls = jsonschema.validators.extend(base, {"properties": set_defaults}, type_checker=types)
@@ -128,7 +128,7 @@ def _problems(schema_: dict, instance) -> list[str]:
         elif e.validator == "type" and isinstance(e.instance, float) and not math.isfinite(e.instance):
             found.append(f"{where or '<top level>'}: {e.instance} is not a finite number")
         elif e.validator in ("pattern", "format") and e.schema.get("description"):  # the rule, not the regex
-            found.append(f"{where or '<top level>'}: {e.instance!r} is not allowed: {e.schema['description']}")
+            found.append(f"{where or '<top level>'}: {e.instance!r} is not allowed: {e.schema['description'].strip()}")
         else:
             found.append(f"{where or '<top level>'}: {e.message}")
     return found
@@ -244,7 +244,10 @@ class _StrictLoader(yaml.SafeLoader):
         """A value yaml builds with Python's own constructors (`!!int x`, `!!timestamp 2001-13-45`, an
         int of 5,000 digits) fails with their exception: a YAML error at the value's line instead."""
         try:
-            return super().construct_object(node, deep)
+            value = super().construct_object(node, deep)
+            if isinstance(value, int) and value.bit_length() > 1024:  # past any float (`0x` and 300 f's)
+                raise ValueError("a number too large to be a setting")
+            return value
         except (yaml.YAMLError, RecursionError):
             raise
         except Exception as exc:  # (`!!bool x`: KeyError; `!!int ''`: IndexError)
@@ -272,6 +275,8 @@ class _StrictLoader(yaml.SafeLoader):
 #: 1,000; a document of a few aliases nested ("billion laughs") expands to billions, which json.dumps
 #: of a rule's parameters or a deep copy would try to build.
 MAX_YAML_VALUES = 1_000_000
+#: The largest config file read: yaml's pure-Python parser takes about 20 s a megabyte of a flat list
+MAX_YAML_BYTES = 256 * 1024
 
 
 def _expanded_size(node, limit: int) -> int:
@@ -325,6 +330,9 @@ def read_yaml(path: str | Path):
     merge keys (`<<: *base`) are followed; a document that expands past MAX_YAML_VALUES values (an
     alias bomb) is refused before it is built."""
     path = readable(path, "a config file")
+    if (size := path.stat().st_size) > MAX_YAML_BYTES:
+        raise ConfigError(f"{path}: {size:,} bytes, more than a config holds ({MAX_YAML_BYTES:,} at most; "
+                          "config.yaml, the paper's whole study, is about 16,000): is it the right file?")  # fmt: skip
     try:
         return loads(path.read_text(encoding="utf-8"), str(path))
     except UnicodeDecodeError as exc:
