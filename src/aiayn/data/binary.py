@@ -180,7 +180,7 @@ def _header(path: Path) -> dict:
             raise _damaged(path, "its header runs past the end of the file")
         try:
             header = parse_json(f.read(size), finite=False)
-        except (ValueError, UnicodeDecodeError):
+        except ValueError:  # (a UnicodeDecodeError is one)
             raise EncodedError(f"{path}: corrupt header; rerun the encode step") from None
     if (
         not isinstance(header, dict)

@@ -225,7 +225,7 @@ def _parsed(path: str | os.PathLike, kind: str):
     path = readable(path, f"a {kind} record")
     try:
         return parse_json(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
+    except ValueError as exc:  # (a UnicodeDecodeError is one)
         step = WRITTEN_BY.get(kind, "the step that writes it")
         raise UserError(f"{path}: not a readable {kind} record ({exc}); remove it and rerun {step}") from None
 
