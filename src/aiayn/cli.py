@@ -29,8 +29,8 @@ import threading
 from pathlib import Path
 from typing import Iterator, MutableMapping, TextIO
 
-from aiayn import commands, described, inventory
-from aiayn.errors import EXIT_USER, Stopped, UserError, explain, note_stop, one_line, pending_stop, take_stop
+from aiayn import commands, described, errors, inventory
+from aiayn.errors import EXIT_USER, Stopped, UserError, explain, one_line, pending_stop, take_stop
 from aiayn.inventory import Check
 from aiayn.io import appendable, parse_json
 
@@ -271,11 +271,6 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _stop(signum, frame) -> None:
-    note_stop(signum)  # kept, should the exception be swallowed on its way (aiayn.errors.note_stop)
-    raise Stopped(signum)
-
-
 @functools.cache
 def options(command: str) -> dict[str, Check]:
     """Each argument of `command` that has a check (an option by its name, a positional one by its
@@ -487,20 +482,21 @@ def _main(argv: list[str], command: str | None) -> int:
     take_stop()  # one command's stop is not the next one's (the tests run commands in one process)
     if threading.current_thread() is threading.main_thread():  # SIGTERM, SIGHUP: one line, writes cleaned up
         for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, _stop)
+            signal.signal(sig, errors.stop_signal)
     args = None
     with contextlib.ExitStack() as logged:
         terminal, logged_to = None, False
         try:
-            thread_policy()  # before torch is imported
-            costs_file()
-            args = build_parser(command if command in COMMANDS else None).parse_args(argv)
-            guard(command, args)
-            if args.log_to:
-                terminal, logged_to = logged.enter_context(log_to(args.log_to)), True
-            result = importlib.import_module(args._module).run(args)
-            if (signum := pending_stop()) is not None:  # its Stopped was swallowed: still a stopped command
-                raise Stopped(signum)
+            with errors.stoppable():  # a stop swallowed on its way is raised again (aiayn.errors)
+                thread_policy()  # before torch is imported
+                costs_file()
+                args = build_parser(command if command in COMMANDS else None).parse_args(argv)
+                guard(command, args)
+                if args.log_to:
+                    terminal, logged_to = logged.enter_context(log_to(args.log_to)), True
+                result = importlib.import_module(args._module).run(args)
+                if (signum := pending_stop()) is not None:  # its Stopped swallowed for good: still stopped
+                    raise Stopped(signum)
         except ModuleNotFoundError as exc:
             if exc.name is None or exc.name.split(".")[0] == "aiayn":
                 raise

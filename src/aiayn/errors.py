@@ -9,8 +9,13 @@ SIGHUP); anything else is a bug of ours and keeps its traceback.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import signal
+import threading
+import time
+import weakref
+from typing import Iterator
 
 EXIT_USER = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
@@ -42,6 +47,22 @@ class UserError(Exception):
     """An error caused by input the user controls; its message says what to do."""
 
 
+# The stop signal this process received (SIGTERM, SIGHUP), kept beside the Stopped raised for it: a
+# handler's exception can vanish where C code runs Python and clears its error (torch's C module
+# initialised while `import torch` runs: a SIGTERM then ran `table1` to its end; a C-API attribute
+# lookup that reaches a Python __getattr__). Such a stop is raised again: every Stopped is held by a
+# weak reference only, so once the last one is gone (swallowed, or caught and let go) while the
+# command still runs, a watcher thread (`_redeliver`) sends the signal to the main thread again, every
+# quarter second. A Stopped on its way (through finally blocks and cleanups) is alive and is never raised
+# over. A stop swallowed for good anyway: aiayn.io puts no output in place after it, and the
+# command ends as stopped; `train`'s own handler takes it over (`take_stop`).
+_STOP: list[int] = []
+_RAISED: list = []  # a weak reference to the Stopped last made
+_RUNNING: list[bool] = []  # [True] while a command runs with `stop_signal` as its handler
+_WATCHER: list[threading.Thread] = []
+_LOCK = threading.RLock()  # (reentrant: the handler may run while the main thread holds it)
+
+
 class Stopped(BaseException):
     """A stop signal (SIGTERM, SIGHUP) to a command that does not checkpoint (all but `train`):
     raised where the command is, so that its writes clean up as for Ctrl-C."""
@@ -49,14 +70,7 @@ class Stopped(BaseException):
     def __init__(self, signum: int):
         super().__init__(signum)
         self.signum = signum
-
-
-# The stop signal this process received (aiayn.cli's handler), kept beside the Stopped it raises: a
-# handler's exception can vanish where C code runs Python and clears its error (a C-API attribute
-# lookup that reaches a Python __getattr__ while the signal is handled; CI saw a SIGTERM'd `table1`
-# finish and exit 0 with nothing on stderr). aiayn.io puts no output in place once it is set, and
-# the command ends as stopped; `train`'s own handler takes it over (`take_stop`).
-_STOP: list[int] = []
+        _RAISED[:] = [weakref.ref(self)]
 
 
 def note_stop(signum: int) -> None:
@@ -73,6 +87,42 @@ def take_stop() -> int | None:
     signum = pending_stop()
     _STOP.clear()
     return signum
+
+
+@contextlib.contextmanager
+def stoppable() -> Iterator[None]:
+    """While a command runs: `stop_signal` raises Stopped, and raises it again if it is swallowed."""
+    with _LOCK:
+        _RUNNING[:] = [True]
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _RUNNING.clear()
+
+
+def stop_signal(signum: int, frame) -> None:
+    """The handler of SIGTERM and SIGHUP (aiayn.cli): the stop noted, and raised as Stopped where the
+    command is while it runs (after it has ended, a late or repeated one changes nothing)."""
+    with _LOCK:
+        note_stop(signum)
+        if not _RUNNING:
+            return
+        if not _WATCHER:
+            _WATCHER.append(threading.Thread(target=_redeliver, name="aiayn-stop", daemon=True))
+            _WATCHER[0].start()
+    raise Stopped(signum)  # (held by no local: a swallowed one is freed, and seen so)
+
+
+def _redeliver() -> None:
+    while True:
+        time.sleep(0.25)
+        with _LOCK:
+            if not _RUNNING or not _STOP:  # the command ended, or its stop was taken over (train's handler)
+                _WATCHER.clear()
+                return
+            if not _RAISED or _RAISED[0]() is None:  # swallowed: raised again in the main thread
+                signal.pthread_kill(threading.main_thread().ident, _STOP[0])  # (wakes a wait too)
 
 
 def out_of_memory(exc: BaseException) -> bool:
