@@ -3,12 +3,14 @@ writer of metrics.jsonl."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -314,6 +316,27 @@ def test_outputs_written_together_are_in_place_all_or_none(tmp_path):
             tmp.write_text("b")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt"]
     assert (tmp_path / "a.txt").read_text() == "a" and (tmp_path / "b.txt").read_text() == "b"
+
+
+@pytest.mark.parametrize("order", ["device last", "device first"])
+@pytest.mark.parametrize("how", ["one atomic_paths", "together"])
+def test_an_output_that_fails_as_it_lands_leaves_none_of_the_others(tmp_path, how, order):
+    """A device that refuses its bytes (/dev/full) as the outputs land: no file written beside it is
+    put in place, whichever comes first (`average --record /dev/full` left its model in place)."""
+    from aiayn.io import atomic_write_text, together
+
+    files = [tmp_path / "a.txt", tmp_path / "b.txt"]
+    targets = [*files, Path("/dev/full")] if order == "device last" else [Path("/dev/full"), *files]
+    with pytest.raises(OSError) as failed:
+        if how == "together":
+            with together():
+                for target in targets:
+                    atomic_write_text(target, "x")
+        else:
+            with atomic_paths(*targets) as temps:
+                for tmp in temps:
+                    tmp.write_text("x")
+    assert failed.value.errno == errno.ENOSPC and list(tmp_path.iterdir()) == []
 
 
 def test_no_output_is_a_new_file_among_the_systems_devices_and_only_there():

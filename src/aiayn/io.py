@@ -241,23 +241,31 @@ def together() -> Iterator[None]:
     if _PENDING.get() is not None:
         yield
         return
-    pending: list[tuple[Callable[[], None], Callable[[], None]]] = []
+    pending: list[tuple[Callable[[], None], Callable[[], None], Callable[[], None]]] = []
     token = _PENDING.set(pending)
     try:
         yield
     except BaseException:
-        for _, abandon in pending:
+        for *_, abandon in pending:
             abandon()
         raise
     finally:
         _PENDING.reset(token)
-    for n, (finish, _) in enumerate(pending):
-        try:
-            finish()
-        except BaseException:
-            for _, abandon in pending[n + 1 :]:
-                abandon()
-            raise
+    _land(pending)
+
+
+def _land(pending: list[tuple[Callable[[], None], Callable[[], None], Callable[[], None]]]) -> None:
+    """Outputs put in place in two rounds: each one's bytes made final where they can still fail
+    (flushed to disk, written to a device), then the renames; a failure leaves none in place that
+    is not yet (a rename is the one step left once every output's bytes are safe)."""
+    for stage in (0, 1):
+        for n, step in enumerate(pending):
+            try:
+                step[stage]()
+            except BaseException:
+                for *_, abandon in pending[n + 1 :] if stage else pending:
+                    abandon()
+                raise
 
 
 @contextlib.contextmanager
@@ -294,19 +302,23 @@ def atomic_paths(*targets: str | os.PathLike) -> Iterator[list[Path]]:
             raise said from None
         raise
 
-    def finish() -> None:
-        try:
-            _put_in_place(temps, finals, through)
-        except BaseException as exc:
-            _name_the_target(exc, temps, givens)
-            _remove(temps)
-            raise
+    def named(step):
+        def run() -> None:
+            try:
+                step(temps, finals, through)
+            except BaseException as exc:
+                _name_the_target(exc, temps, givens)
+                _remove(temps)
+                raise
 
+        return run
+
+    landing = (named(_make_final), named(_rename), lambda: _remove(temps))
     pending = _PENDING.get()
     if pending is None:
-        finish()
+        _land([landing])
     else:
-        pending.append((finish, lambda: _remove(temps)))
+        pending.append(landing)
 
 
 def _remove(temps: list[Path]) -> None:
@@ -314,20 +326,25 @@ def _remove(temps: list[Path]) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _put_in_place(temps: list[Path], finals: list[Path], through: list[bool]) -> None:
+def _make_final(temps: list[Path], finals: list[Path], through: list[bool]) -> None:
+    """Each output's bytes where they stay: a file's flushed to disk, readable by others; a
+    character device's written to it."""
     if (signum := pending_stop()) is not None:  # a stop whose exception was swallowed: nothing lands
         raise Stopped(signum)
     mode = 0o666 & ~_umask()  # mkstemp makes 0600; a collaborator may need to read results
-    for tmp, direct in zip(temps, through):
-        if not direct:
-            os.chmod(tmp, mode)
-            _fsync(tmp)
     for tmp, final, direct in zip(temps, finals, through):
         if direct:  # a character device: its bytes go to it, the device stays
             with open(tmp, "rb") as src, open(final, "wb") as dst:
                 shutil.copyfileobj(src, dst)
             tmp.unlink()
         else:
+            os.chmod(tmp, mode)
+            _fsync(tmp)
+
+
+def _rename(temps: list[Path], finals: list[Path], through: list[bool]) -> None:
+    for tmp, final, direct in zip(temps, finals, through):
+        if not direct:
             os.replace(tmp, final)
     for folder in {final.parent for final, direct in zip(finals, through) if not direct}:
         _fsync(folder)
@@ -566,7 +583,7 @@ def atomic_dir(target: str | os.PathLike) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=_temp_prefix(target), suffix=".tmp"))
     try:
         yield tmp
-        if (signum := pending_stop()) is not None:  # as _put_in_place: a stop swallowed on its way
+        if (signum := pending_stop()) is not None:  # as _make_final: a stop swallowed on its way
             raise Stopped(signum)
         mark_output(tmp)
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700
