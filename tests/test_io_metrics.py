@@ -168,6 +168,17 @@ def test_a_torn_last_line_is_dropped_by_the_trainer_and_refused_by_a_report(tmp_
     assert path.read_text().splitlines()[-1].startswith('{"step": 2')
 
 
+def test_records_are_lines_of_their_own_whatever_their_strings_hold(tmp_path):
+    """metrics.jsonl split on "\\n" only, as JSON Lines: U+2028, U+0085 and a form feed inside a
+    record's string (JSON allows them raw) keep it one record; an editor's byte-order mark is no text."""
+    start = {**START, "device_name": "gpu\u2028x\x85y\x0cz"}
+    lines = [json.dumps(r, ensure_ascii=False) for r in (start, progress(wall=1.0))]
+    path = tmp_path / "m.jsonl"
+    path.write_text("\ufeff" + "\n".join(lines) + "\n", encoding="utf-8")
+    read = metrics.read(path)
+    assert read.start[0]["device_name"] == start["device_name"] and len(read.progress) == 1
+
+
 def test_a_torn_line_in_the_middle_names_the_line(tmp_path):
     path = records(tmp_path / "m.jsonl", START)
     path.write_text(path.read_text() + '{"st\n' + json.dumps({"step": 1, "dev_ppl": 3.0}) + "\n")

@@ -69,13 +69,14 @@ def _records(path: Path, torn: bool = False) -> list[dict]:
     if not path.exists() and not path.is_symlink():
         return []
     readable(path, "a metrics file")
-    try:
-        text = path.read_text(encoding="utf-8")
+    try:  # (an editor's byte-order mark is not text)
+        text = path.read_text(encoding="utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         raise MetricsError(
             f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); remove the damaged lines"
         ) from None
-    out, lines, first, step = [], text.splitlines(), None, 0
+    lines = text.split("\n")  # on "\n" only: U+2028 and U+0085 may stand inside a record's string
+    out, lines, first, step = [], lines[:-1] if lines[-1] == "" else lines, None, 0
     for i, line in enumerate(lines):
         try:
             rec = parse_json(line, finite=False)  # a diverged run's loss is NaN, and says so
