@@ -226,7 +226,7 @@ def test_an_experiment_name_runs_no_command(tmp_path):
     clone.mkdir()
     fresh_clone(clone)
     run_ = snakemake("results/tables/table2.md", "--cores", "1", "--configfile", str(extra), cwd=clone)
-    assert run_.returncode != 0 and "experiments: " in run_.stderr and "is not allowed" in run_.stderr
+    assert run_.returncode != 0 and f"experiments (in {extra}): " in run_.stderr and "is not allowed" in run_.stderr
     assert not marker.exists() and "Traceback" not in run_.stderr
 
 

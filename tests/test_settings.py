@@ -157,6 +157,26 @@ def test_the_paper_config_with_each_key_wrong_is_refused_naming_it(paper_config)
                     cfg.validate(yaml.safe_load(yaml.safe_dump(config)))
 
 
+def test_a_mistake_names_the_file_or_the_option_that_set_its_key(tmp_path):
+    """Config files merged in order (config.yaml, then each --configfile) and --config's values: a
+    wrong value or an unknown key names the last of them that sets it, as Snakemake's merge takes it."""
+    first, second = tmp_path / "config.yaml", tmp_path / "mine.yaml"
+    first.write_text((ROOT / "config.yaml").read_text().replace("warmup_steps: 4000", "warmup_steps: 0", 1))
+    second.write_text("decoding: {beam: 0}\nexperiments:\n  base: {bogus: 1}\ntraining: {warmup_steps: 0}\n")
+    given = {"baselines": "maybe"}
+    config = {**cfg.merged([first, second]), **given}
+    with pytest.raises(cfg.ConfigError) as refused:
+        cfg.validate(cfg.from_command_line(config, given), files=[first, second], given=given)
+    said = str(refused.value)
+    phrases = ["decoding.beam (in {second}): 0 is less", "unknown key 'bogus' (in {second})",
+               "training.warmup_steps (in {second}): 0 is less", "baselines (in --config): 'maybe' is not"]  # fmt: skip
+    for phrase in phrases:
+        assert phrase.format(second=second) in said, said
+    first.write_text(first.read_text().replace("warmup_steps: 0", "warmup_steps: -1", 1))
+    with pytest.raises(cfg.ConfigError, match=rf"training.warmup_steps \(in {re.escape(str(first))}\): -1"):
+        cfg.validate(cfg.merged([first]), files=[first])
+
+
 def test_a_key_given_twice_is_refused_naming_file_and_line(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("experiments:\n  base: {preset: base}\n  big: {preset: big}\n  base: {preset: big}\n")

@@ -204,18 +204,19 @@ def test_snakefmt_clean():
     [
         (
             "training:\n  warmup_step: 4000\n",
-            "training: unknown key 'warmup_step'; known: steps, warmup_steps,",
+            "training: unknown key 'warmup_step' (in {extra}); known: steps, warmup_steps,",
         ),
-        ("training:\n  steps: many\n", "training.steps: 'many' is not of type 'integer'"),
+        ("training:\n  steps: many\n", "training.steps (in {extra}): 'many' is not of type 'integer'"),
         ("experiments:\n  base-en-de: {preset: bse}\n", "experiments.base-en-de.preset: unknown preset 'bse'"),
     ],
 )
 def test_bad_config_fails_dry_run_naming_the_key(tmp_path, override, message):
+    """A wrong key or value names its key, and the config file that set it."""
     extra = tmp_path / "override.yaml"
     extra.write_text(override)
     run = snakemake("-n", "--configfile", str(extra))
     assert run.returncode != 0
-    assert message in run.stderr + run.stdout
+    assert message.format(extra=extra) in run.stderr + run.stdout
     assert "Traceback" not in run.stderr
 
 

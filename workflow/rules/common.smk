@@ -24,9 +24,15 @@ from aiayn.study.grid import Study, sources_line
 from aiayn.study.launch import LaunchError, launcher
 from aiayn.study.layout import mirrored
 
-try:
+try:  # a mistake names the file (or --config) that set the key
+    _given = workflow.config_settings.config or {}
+    _merged = [] if workflow.config_settings.replace_workflow_config else _files
     config.update(
-        validate(from_command_line(config, workflow.config_settings.config or {}))
+        validate(
+            from_command_line(config, _given),
+            files=_merged + list(workflow.overwrite_configfiles or []),
+            given=_given,
+        )
     )
     STUDY = Study(config)
 except ConfigError as exc:

@@ -115,17 +115,28 @@ def _validator(schema_: dict):
     return cls(schema_, format_checker=FORMATS)
 
 
-def _problems(schema_: dict, instance) -> list[str]:
-    """Every way `instance` breaks `schema_` (defaults filled in on the way), one phrase each, by key path."""
+def _problems(schema_: dict, instance, sources: list[tuple[str, object]] = ()) -> list[str]:
+    """Every way `instance` breaks `schema_` (defaults filled in on the way), one phrase each, by key
+    path; with `sources` (what each config file or --config gave, merged in that order), the key
+    path names the last of them that sets it."""
+
+    def given(path: list) -> str:
+        name = next((name for name, tree in reversed(sources) if path and _has(tree, path)), None)
+        return f" (in {name})" if name else ""
+
     errors = sorted(_validator(schema_).iter_errors(instance), key=lambda e: list(e.absolute_path))
     found = []
     for e in errors:
-        where = ".".join(_key(p) for p in e.absolute_path)
+        path = list(e.absolute_path)
+        where = ".".join(_key(p) for p in path)
         if e.validator == "additionalProperties" and isinstance(e.instance, dict):
             known = e.schema.get("properties", {})
             for key in [k for k in e.instance if k not in known]:
-                found.append(f"{where + ': ' if where else ''}unknown key {key!r}; known: {', '.join(known)}")
-        elif e.validator == "type" and isinstance(e.instance, float) and not math.isfinite(e.instance):
+                said = f"unknown key {key!r}{given([*path, key])}; known: {', '.join(known)}"
+                found.append(f"{where}: {said}" if where else said)
+            continue
+        where += given(path)
+        if e.validator == "type" and isinstance(e.instance, float) and not math.isfinite(e.instance):
             found.append(f"{where or '<top level>'}: {e.instance} is not a finite number")
         elif e.validator in ("pattern", "format") and e.schema.get("description"):  # the rule, not the regex
             found.append(f"{where or '<top level>'}: {e.instance!r} is not allowed: {e.schema['description'].strip()}")
@@ -216,18 +227,36 @@ def from_command_line(config: dict, given: dict) -> dict:
     return config
 
 
+def _read_values(given: dict) -> dict:
+    """--config's values as `from_command_line` reads them (its strings as YAML, where they are)."""
+    out = {}
+    for key, value in given.items():
+        try:
+            out[key] = loads(value, "--config") if isinstance(value, str) else value
+        except (yaml.YAMLError, ConfigError):
+            out[key] = value
+    return out
+
+
 def _has(tree, path: list) -> bool:
     for key in path:
+        if isinstance(tree, list) and not (isinstance(key, int) and 0 <= key < len(tree)):
+            return False
         if not isinstance(tree, (dict, list)) or (isinstance(tree, dict) and key not in tree):
             return False
         tree = tree[key]
     return True
 
 
-def validate(config: dict) -> dict:
-    """Validate `config` against the schema, fill in defaults, and run `check()`; return it."""
+def validate(config: dict, files: list = (), given: dict | None = None) -> dict:
+    """Validate `config` against the schema, fill in defaults, and run `check()`; return it. A
+    mistake names its key, and the file of `files` (merged in that order) or the --config values
+    (`given`) that set it."""
     config = copy.deepcopy(config)
     problems = _problems(_schema(), config)
+    if problems and (files or given):
+        sources = [(str(f), read_yaml(f)) for f in files] + [("--config", _read_values(given or {}))]
+        problems = _problems(_schema(), copy.deepcopy(config), sources)
     if problems:
         raise ConfigError(f"does not match {SCHEMA_FILE}: {_one_line(problems)}")
     check(config)
