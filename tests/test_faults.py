@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -356,6 +357,13 @@ def test_a_stop_signal_ends_a_running_command_in_one_line(world, tmp_path):
     assert not any((tmp_path / name).exists() for name in ("t.md", "t.csv", "t.html", "t.png"))
 
 
+@pytest.fixture(autouse=True)
+def no_stop_left():
+    """A stop noted in one test (this process's stop state, aiayn.errors) is not the next test's."""
+    yield
+    errors.take_stop()
+
+
 def swallowed_stop(signum=signal.SIGTERM) -> None:
     """The stop handler run, and its exception lost on its way, as where C code runs Python and
     clears the error (torch's C module initialised in `import torch`: torch 2.4's SIGTERM'd
@@ -420,6 +428,57 @@ def test_a_stop_swallowed_for_good_still_puts_no_output_in_place(tmp_path, monke
                [("out-md", "t.md"), ("out-csv", "t.csv"), ("out-html", "t.html"), ("figure", "t.png")]]  # fmt: skip
     assert cli.main(["table1", "--settings", settings, *outputs]) == 143
     assert list(tmp_path.iterdir()) == [] and "stopped by SIGTERM" in capsys.readouterr().err
+
+
+def test_a_stop_while_outputs_land_waits_for_them_and_says_they_are_written(tmp_path, monkeypatch, capsys):
+    """A stop that arrives while the outputs are renamed into place is raised once all are: every
+    output whole, none missing, and the one line says which were written (it said none were)."""
+    renamed, rename = [], os.replace
+
+    def stopped_while_renaming(a, b):
+        renamed.append(b)
+        if len(renamed) == 1:
+            errors.stop_signal(signal.SIGTERM, None)  # (what the handler does when the signal comes)
+        rename(a, b)
+
+    monkeypatch.setattr(os, "replace", stopped_while_renaming)
+    settings = '{"d_model": 16, "n": [8, 16], "d": [8, 16], "k": 3, "r": 2, "path_n": [8], "repeats": 1}'
+    names = ["t.md", "t.csv", "t.html", "t.png"]
+    outputs = [f"--{kind}={tmp_path / name}" for kind, name in zip(["out-md", "out-csv", "out-html", "figure"], names)]
+    assert cli.main(["table1", "--settings", settings, *outputs]) == 143
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names) and len(renamed) >= 4
+    line = one_line(capsys)
+    assert line.startswith("aiayn table1: error: stopped by SIGTERM after writing ") and str(tmp_path / "t.png") in line
+
+
+def test_a_stop_between_making_a_temporary_file_and_listing_it_leaves_none(tmp_path, monkeypatch):
+    """The temporary file of an output, made and listed for removal as one step: a stop right after
+    it is made is raised once it is listed, and it is removed."""
+    from aiayn.io import atomic_paths
+
+    make = tempfile.mkstemp
+
+    def made_then_stopped(*args, **kwargs):
+        made = make(*args, **kwargs)
+        errors.stop_signal(signal.SIGTERM, None)
+        return made
+
+    monkeypatch.setattr(tempfile, "mkstemp", made_then_stopped)
+    with pytest.raises(Stopped), errors.stoppable(), atomic_paths(tmp_path / "a", tmp_path / "b"):
+        pytest.fail("the stop was not raised before the outputs were written")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_stop_before_the_command_begins_stops_it_and_the_first_stop_is_the_one_said():
+    """`python -m aiayn` notes a stop from its first line: one noted before the command begins ends
+    it before any work; a second signal is the same stop, said as the first."""
+    errors.note_stop(signal.SIGTERM)
+    errors.note_stop(signal.SIGHUP)
+    with pytest.raises(Stopped) as stopped, errors.stoppable():
+        pytest.fail("the command began")
+    assert stopped.value.signum == signal.SIGTERM
+    main = (ROOT / "src/aiayn/__main__.py").read_text()
+    assert main.index("signal.signal(_sig, stop_signal)") < main.index("from aiayn.cli import main")
 
 
 def test_a_training_takes_over_a_stop_received_before_its_own_handler():

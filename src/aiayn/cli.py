@@ -429,6 +429,8 @@ def main(argv: list[str] | None = None, *, process: bool = False) -> int:
     wrapped = sys.stdout is sys.__stdout__
     if wrapped:
         sys.stdout = _Stdout(sys.stdout)
+    if not process:
+        take_stop()  # one command's stop is not the next one's (the tests run commands in one process)
     try:
         try:
             code = _main(argv, command)
@@ -479,7 +481,6 @@ def _stdout_failed(exc: OSError, command: str | None) -> int:
 
 
 def _main(argv: list[str], command: str | None) -> int:
-    take_stop()  # one command's stop is not the next one's (the tests run commands in one process)
     if threading.current_thread() is threading.main_thread():  # SIGTERM, SIGHUP: one line, writes cleaned up
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, errors.stop_signal)

@@ -59,6 +59,8 @@ class UserError(Exception):
 _STOP: list[int] = []
 _RAISED: list = []  # a weak reference to the Stopped last made
 _RUNNING: list[bool] = []  # [True] while a command runs with `stop_signal` as its handler
+_HELD: list[bool] = []  # one per `held` block open: a stop waits for its end
+_LANDED: list[str] = []  # the outputs this command has put in place (aiayn.io), for its stop's line
 _WATCHER: list[threading.Thread] = []
 _LOCK = threading.RLock()  # (reentrant: the handler may run while the main thread holds it)
 
@@ -74,7 +76,9 @@ class Stopped(BaseException):
 
 
 def note_stop(signum: int) -> None:
-    _STOP[:] = [signum]
+    """The stop received, the first one (a second signal is the same stop)."""
+    if not _STOP:
+        _STOP[:] = [signum]
 
 
 def pending_stop() -> int | None:
@@ -94,11 +98,34 @@ def stoppable() -> Iterator[None]:
     """While a command runs: `stop_signal` raises Stopped, and raises it again if it is swallowed."""
     with _LOCK:
         _RUNNING[:] = [True]
+        _LANDED.clear()
     try:
+        if _STOP:  # one received before the command began (`python -m aiayn` notes it from its start)
+            raise Stopped(_STOP[0])
         yield
     finally:
         with _LOCK:
             _RUNNING.clear()
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """Steps a stop must not cut in two (a temporary file made and registered for its removal;
+    outputs renamed into place): a stop that arrives in the block is raised when it ends."""
+    with _LOCK:
+        _HELD.append(True)
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _HELD.pop()
+    if _STOP and _RUNNING and not _HELD:
+        raise Stopped(_STOP[0])
+
+
+def landed(path: str) -> None:
+    """An output put in place (aiayn.io): a stop after it says so."""
+    _LANDED.append(str(path))
 
 
 def stop_signal(signum: int, frame) -> None:
@@ -106,12 +133,12 @@ def stop_signal(signum: int, frame) -> None:
     command is while it runs (after it has ended, a late or repeated one changes nothing)."""
     with _LOCK:
         note_stop(signum)
-        if not _RUNNING:
+        if not _RUNNING or _HELD:
             return
         if not _WATCHER:
             _WATCHER.append(threading.Thread(target=_redeliver, name="aiayn-stop", daemon=True))
             _WATCHER[0].start()
-    raise Stopped(signum)  # (held by no local: a swallowed one is freed, and seen so)
+    raise Stopped(_STOP[0])  # (held by no local: a swallowed one is freed, and seen so)
 
 
 def _redeliver() -> None:
@@ -121,7 +148,7 @@ def _redeliver() -> None:
             if not _RUNNING or not _STOP:  # the command ended, or its stop was taken over (train's handler)
                 _WATCHER.clear()
                 return
-            if not _RAISED or _RAISED[0]() is None:  # swallowed: raised again in the main thread
+            if not _HELD and (not _RAISED or _RAISED[0]() is None):  # swallowed: raised again
                 signal.pthread_kill(threading.main_thread().ident, _STOP[0])  # (wakes a wait too)
 
 
@@ -153,6 +180,8 @@ def explain(exc: BaseException, inputs: list[str]) -> tuple[str, int] | None:
         return "interrupted (Ctrl-C); no output was left under its final name: run the command again", EXIT_INTERRUPTED
     if isinstance(exc, Stopped):
         name = signal.Signals(exc.signum).name
+        if _LANDED:  # (each whole: outputs are put in place whole, together)
+            return f"stopped by {name} after writing {', '.join(_LANDED)}: run the command again", 128 + exc.signum
         return f"stopped by {name}; no output was left under its final name: run the command again", 128 + exc.signum
     if isinstance(exc, OSError):
         return file_system_error(exc), EXIT_USER

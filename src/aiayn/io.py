@@ -37,7 +37,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from aiayn.errors import WRITING, Stopped, UserError, pending_stop
+from aiayn.errors import WRITING, Stopped, UserError, held, landed, pending_stop
 
 STALE_AFTER_S = 3600  # a leftover of another host untouched this long is a dead writer's
 # the file in every folder aiayn writes whole (`atomic_dir`, example-corpus): such a folder may be
@@ -259,13 +259,14 @@ def _land(pending: list[tuple[Callable[[], None], Callable[[], None], Callable[[
     (flushed to disk, written to a device), then the renames; a failure leaves none in place that
     is not yet (a rename is the one step left once every output's bytes are safe)."""
     for stage in (0, 1):
-        for n, step in enumerate(pending):
-            try:
-                step[stage]()
-            except BaseException:
-                for *_, abandon in pending[n + 1 :] if stage else pending:
-                    abandon()
-                raise
+        with held() if stage else contextlib.nullcontext():  # a stop waits for the renames' end
+            for n, step in enumerate(pending):
+                try:
+                    step[stage]()
+                except BaseException:
+                    for *_, abandon in pending[n + 1 :] if stage else pending:
+                        abandon()
+                    raise
 
 
 @contextlib.contextmanager
@@ -284,7 +285,9 @@ def atomic_paths(*targets: str | os.PathLike) -> Iterator[list[Path]]:
                 given.parent.mkdir(parents=True, exist_ok=True)
                 final, direct = output_target(given)  # found now, not after the work that was to fill it
                 remove_leftovers(final.parent, final.name)
-                fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=_temp_prefix(final), suffix=".tmp")
+                with held():  # made and listed for removal as one step
+                    fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=_temp_prefix(final), suffix=".tmp")
+                    temps.append(Path(tmp))
             except OSError as exc:  # name the output, not our temporary file
                 exc.filename, exc.filename2 = str(given), None
                 raise
@@ -292,7 +295,6 @@ def atomic_paths(*targets: str | os.PathLike) -> Iterator[list[Path]]:
             finals.append(final)
             through.append(direct)
             givens.append(given)
-            temps.append(Path(tmp))
         yield temps
     except BaseException as exc:
         said = refused_by_disk(exc, givens)
@@ -334,8 +336,12 @@ def _make_final(temps: list[Path], finals: list[Path], through: list[bool]) -> N
     mode = 0o666 & ~_umask()  # mkstemp makes 0600; a collaborator may need to read results
     for tmp, final, direct in zip(temps, finals, through):
         if direct:  # a character device: its bytes go to it, the device stays
-            with open(tmp, "rb") as src, open(final, "wb") as dst:
-                shutil.copyfileobj(src, dst)
+            try:
+                with open(tmp, "rb") as src, open(final, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+            except OSError as exc:  # (a write names no file): the device refused them
+                exc.filename = exc.filename or str(final)
+                raise
             tmp.unlink()
         else:
             os.chmod(tmp, mode)
@@ -346,6 +352,8 @@ def _rename(temps: list[Path], finals: list[Path], through: list[bool]) -> None:
     for tmp, final, direct in zip(temps, finals, through):
         if not direct:
             os.replace(tmp, final)
+        if not LEFTOVER.match(final.name):  # (an outer writer's temporary file is no output yet)
+            landed(str(final))
     for folder in {final.parent for final, direct in zip(finals, through) if not direct}:
         _fsync(folder)
 
@@ -475,9 +483,10 @@ def writable(*targets: str | os.PathLike, folders: bool = False) -> None:
                     raise UserError(f"{target}: is a file, where a folder is written; give a folder's path")
             else:
                 target = output_target(target)[0]
-            fd, probe = tempfile.mkstemp(dir=target.parent, prefix=_temp_prefix(target), suffix=".tmp")
-            os.close(fd)
-            os.unlink(probe)
+            with held():
+                fd, probe = tempfile.mkstemp(dir=target.parent, prefix=_temp_prefix(target), suffix=".tmp")
+                os.close(fd)
+                os.unlink(probe)
         except OSError as exc:
             exc.filename, exc.filename2 = str(target), None
             raise
@@ -580,8 +589,11 @@ def atomic_dir(target: str | os.PathLike) -> Iterator[Path]:
     if target.exists() and not target.is_dir():
         raise UserError(f"{target}: is a file, where a folder is written; give a folder's path")
     replaceable(target, str(target))
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=_temp_prefix(target), suffix=".tmp"))
+    made: list[Path] = []
     try:
+        with held():
+            made.append(Path(tempfile.mkdtemp(dir=target.parent, prefix=_temp_prefix(target), suffix=".tmp")))
+        tmp = made[0]
         yield tmp
         if (signum := pending_stop()) is not None:  # as _make_final: a stop swallowed on its way
             raise Stopped(signum)
@@ -590,20 +602,23 @@ def atomic_dir(target: str | os.PathLike) -> Iterator[Path]:
         for path in tmp.rglob("*"):
             if path.is_file() and not path.is_symlink():
                 _fsync(path)
-        if target.exists() or target.is_symlink():
-            old = target.parent / f"{_temp_prefix(target)}{secrets.token_hex(4)}.tmp"
-            os.rename(target, old)
-            os.rename(tmp, target)
-            if old.is_dir() and not old.is_symlink():
-                shutil.rmtree(old)
+        with held():  # the old folder moved aside and the new one in: one step
+            if target.exists() or target.is_symlink():
+                old = target.parent / f"{_temp_prefix(target)}{secrets.token_hex(4)}.tmp"
+                os.rename(target, old)
+                os.rename(tmp, target)
+                if old.is_dir() and not old.is_symlink():
+                    shutil.rmtree(old)
+                else:
+                    old.unlink()
             else:
-                old.unlink()
-        else:
-            os.rename(tmp, target)
+                os.rename(tmp, target)
+            landed(str(target))
         _fsync(target.parent)
     except BaseException as exc:
         said = refused_by_disk(exc, [target])
-        shutil.rmtree(tmp, ignore_errors=True)
+        for folder in made:
+            shutil.rmtree(folder, ignore_errors=True)
         if said is not None:
             raise said from None
         raise
