@@ -9,8 +9,9 @@ Python call whose caller is in one aiayn module and whose callee is in a differe
 is a visit; each distinct call site (caller file and line, callee module) counts once, so that
 loops and repeated updates do not multiply it. Calls within one module, and calls into or out of
 other packages (torch calling our model's `forward`, say), are not visits. The visits are listed
-in the order of their first call with `--list`; the figure printed last is their number (issue
-61: at most 25).
+in the order of their first call with `--list`; the line printed last gives their number, the
+modules they reach, and the distinct module-to-module calls among them (issue 61's measure, at
+most 25: benchmarks/README.md).
 """
 
 from __future__ import annotations

@@ -220,7 +220,7 @@ USED_OTHERWISE = {
     "ruff": "tests/test_workflow.py lints with it",
     "mkdocs": "builds docs/ as a site (tests/test_readme.py, CI)",
     "mkdocs-material": "the site's theme (mkdocs.yml)",
-    "tensorboard": "torch.utils.tensorboard writes the event files with it (aiayn.training.board)",
+    "tensorboard": "torch.utils.tensorboard writes the event files with it (aiayn.training.progress.Board)",
 }
 IMPORT_NAMES = {"pyyaml": "yaml", "protobuf": "google", "snakemake-executor-plugin-slurm": None}
 

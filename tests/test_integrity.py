@@ -30,9 +30,8 @@ from aiayn.evaluation.select import choose
 from aiayn.io import file_sha256
 from aiayn.runtime import checkpoint, metrics
 from aiayn.study import config as cfg
-from aiayn.training import resume
 from aiayn.training.average import average_run
-from aiayn.training.train import EXIT_DONE, lock_of, lock_of_metrics, run
+from aiayn.training.train import EXIT_DONE, lock_of, lock_of_metrics, restore, run
 
 WORDS = "the cat sat on a mat and dog ran far away from home to see big red ball in park".split()
 
@@ -430,7 +429,7 @@ def test_a_training_that_starts_over_starts_its_records_over(tmp_path):
     assert not list((folder / "checkpoints").glob("*.pt"))
     assert metrics.read(folder / "metrics.jsonl").progress
     trainer = toy.make_trainer(folder, settings)
-    resume.restore(trainer)
+    restore(trainer)
     assert trainer.step == 0 and metrics.read(folder / "metrics.jsonl").progress == []
 
 

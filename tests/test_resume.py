@@ -20,9 +20,8 @@ from aiayn.data import binary
 from aiayn.errors import UserError
 from aiayn.runtime import checkpoint, metrics
 from aiayn.runtime.schedule import rate
-from aiayn.training import resume
 from aiayn.training.distributed import Deadline
-from aiayn.training.train import EXIT_DONE, EXIT_NONFINITE, EXIT_PEER_LOST, run
+from aiayn.training.train import EXIT_DONE, EXIT_NONFINITE, EXIT_PEER_LOST, finished_work, restore, run, set_aside
 
 
 def test_changed_settings_start_afresh_and_keep_the_old_run(tmp_path):
@@ -230,13 +229,13 @@ def test_only_a_corrupt_checkpoint_is_fallen_back_from(tmp_path, monkeypatch):
 
     monkeypatch.setattr(torch, "load", eio)
     with pytest.raises(checkpoint.CheckpointReadError, match="resume_0000008.pt: reading failed"):
-        resume.restore(toy.make_trainer(tmp_path, settings))
+        restore(toy.make_trainer(tmp_path, settings))
 
     # an I/O error that torch wraps into its own: found by reading the file plainly
     monkeypatch.setattr(torch, "load", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("failed reading")))
     monkeypatch.setattr(checkpoint, "_probe", lambda p: (_ for _ in ()).throw(OSError(errno.EIO, "I/O error")))
     with pytest.raises(checkpoint.CheckpointReadError):
-        resume.restore(toy.make_trainer(tmp_path, settings))
+        restore(toy.make_trainer(tmp_path, settings))
 
 
 def test_fp16_skipped_updates_do_not_advance_the_schedule(tmp_path):
@@ -431,7 +430,7 @@ def test_records_past_the_first_checkpoint_are_finished_work(tmp_path):
     for step in (2, 4, 6):
         with open(files.metrics, "a") as f:
             f.write(json.dumps({"step": step, **line, "wall": float(step)}) + "\n")
-        said = resume.finished_work(files, interval=6)
+        said = finished_work(files, interval=6)
         assert said == ("" if step < 6 else f"records of updates to step 6 in {files.metrics}"), said
 
 
@@ -446,7 +445,7 @@ def test_a_run_set_aside_takes_its_final_model_and_tensorboard_with_it(tmp_path)
     metrics_path.write_text("")
     (tmp_path / "tensorboard").mkdir()
     (tmp_path / "tensorboard" / "events.out.tfevents.1").write_bytes(b"old curves")
-    aside = resume.set_aside(folder, "20261206-120000", metrics_path, out, tmp_path / "tensorboard")
+    aside = set_aside(folder, "20261206-120000", metrics_path, out, tmp_path / "tensorboard")
     assert (aside / "model.pt").read_bytes() == b"old model" and not out.exists()
     assert (aside / "tensorboard" / "events.out.tfevents.1").exists() and not (tmp_path / "tensorboard").exists()
     assert (aside / "checkpoints" / "checkpoint_0000004.pt").exists() and folder.is_dir()

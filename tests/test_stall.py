@@ -1,4 +1,4 @@
-"""A run that learns no more than the target words' frequencies is said once (aiayn.training.watch.Stall):
+"""A run that learns no more than the target words' frequencies is said once (aiayn.training.progress.Stall):
 its yardstick computed through the trainer's own loss, the rule on hand-made records, and a resumed run
 that does not say it twice. (The demo-size runs (a learning rate 20x the demo's, no warmup, the demo
 itself: none of its 12 trainings says one) are in tests/test_e2e.py; the toy task here learns too slowly
@@ -16,10 +16,10 @@ import toy
 from aiayn.data import binary
 from aiayn.data.binary import EOS, PAD
 from aiayn.runtime import metrics
-from aiayn.training import watch
+from aiayn.training import progress as watch
 from aiayn.training.objective import label_smoothed_loss
+from aiayn.training.progress import STALL_EVALS, Stall, stall_warning
 from aiayn.training.train import run
-from aiayn.training.watch import STALL_EVALS, Stall, stall_warning
 
 
 @pytest.mark.parametrize("eps_ls", [0.0, 0.1, 0.6])

@@ -20,12 +20,12 @@ from aiayn.data import binary
 from aiayn.data.binary import BOS, EOS, PAD
 from aiayn.runtime import checkpoint, metrics
 from aiayn.runtime.schedule import rate
-from aiayn.training import batching, resume
+from aiayn.training import batching
 from aiayn.training.batching import Batcher, Prefetcher, collate, micro_batch_budget
 from aiayn.training.distributed import Env
 from aiayn.training.objective import label_smoothed_loss
-from aiayn.training.train import EXIT_DONE, EXIT_NONFINITE, EXIT_PREEMPTED, run
-from aiayn.training.watch import Watch
+from aiayn.training.progress import Watch
+from aiayn.training.train import EXIT_DONE, EXIT_NONFINITE, EXIT_PREEMPTED, restore, run
 
 
 # -- schedule and loss ----------------------------------------------------------------------------
@@ -276,7 +276,7 @@ def test_corrupt_newest_checkpoint_falls_back(tmp_path):
     newest.write_bytes(newest.read_bytes()[:1000])
     messages = []
     trainer = toy.make_trainer(tmp_path / "a", settings, log=messages.append)
-    resume.restore(trainer)
+    restore(trainer)
     assert trainer.step == 4  # the resume checkpoint before it, not the weights alone of step 8
     assert any("resume_0000008.pt: not a readable checkpoint" in m for m in messages)
 
@@ -401,7 +401,7 @@ def test_one_hard_batch_is_no_divergence():
 
 def test_a_run_near_zero_loss_is_not_said_to_diverge(tmp_path):
     """A task learned to a loss of 1e-4 whose batches still cost 100x that now and then: many times
-    its minimum, far below a nat (aiayn.training.watch.MARGIN), no divergence."""
+    its minimum, far below a nat (aiayn.training.progress.MARGIN), no divergence."""
     rng = np.random.default_rng(0)
     src = [rng.integers(4, toy.VOCAB, size=rng.integers(2, 12)) for _ in range(200)]
     (s_arrays, t_arrays) = toy.from_sequences(src, [np.array([5, 6, 7]) for _ in src])  # one answer to learn
@@ -510,7 +510,7 @@ def test_the_writer_threads_quiet_hook_comes_back_when_another_replaced_it(monke
     import threading
     import types
 
-    from aiayn.training import board
+    from aiayn.training import progress as board
 
     seen = []
     monkeypatch.setattr(threading, "excepthook", seen.append)

@@ -1,7 +1,7 @@
 """`python -m aiayn train` (or `torchrun ... -m aiayn train`): train one experiment (§5).
 
 Resumes from the newest readable checkpoint in --checkpoints when it is of the same run (see
-`aiayn.training.resume`). Exits 75 after writing a checkpoint when SIGTERM, SIGUSR1, SIGHUP or
+`aiayn.training.train`). Exits 75 after writing a checkpoint when SIGTERM, SIGUSR1, SIGHUP or
 SIGINT (Ctrl-C) arrives or, in a Slurm job, --stop-margin seconds before its time limit (the Slurm
 job then requeues itself; elsewhere run it again to resume); 4 when another process of the job was lost (run it again to
 resume); 3 on a non-finite loss, 2 on a user error.
@@ -29,7 +29,7 @@ def add_arguments(add):
     add("--metrics", type=APPENDED, help="JSON-lines metrics (default: metrics.jsonl beside --checkpoints)")
     add(
         "--tensorboard",
-        type=Check("run folder", "aiayn.training.board.Board"),
+        type=Check("run folder", "aiayn.training.progress.Board"),
         metavar="FOLDER",
         help="TensorBoard events, where the tensorboard package is installed (default: tensorboard/ beside "
         "--checkpoints; nothing without the package)",

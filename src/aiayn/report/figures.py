@@ -36,7 +36,7 @@ def save(fig, out, dpi: int = 90) -> None:
 
 def learning_curves(path, out, title: str, seeds: tuple = ()) -> None:
     """Train loss and dev perplexity by update; the gradient norm before clipping beside the
-    learning rate by update (the updates where the loss diverged or stalled marked, aiayn.training.watch); loss
+    learning rate by update (the updates where the loss diverged or stalled marked, aiayn.training.progress); loss
     by wall time; throughput. `seeds`: the metrics of its row's other seeds, whose dev perplexity
     is drawn beside the run's."""
     records = metrics.read(path)

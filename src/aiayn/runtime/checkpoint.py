@@ -4,7 +4,7 @@ a run's folder of step checkpoints (listing, the newest resumable one, pruning).
 A checkpoint is a dict of plain types and tensors. It always holds "model_config" (the
 `ModelConfig` as a dict) and "model" (the state dict), so a model can be rebuilt from the file
 alone; training adds step, settings, the vocabularies' identity ("vocab"), the run's identity
-("identity", `aiayn.training.resume`) and the world size it was written at. A run's folder holds
+("identity", `aiayn.training.train`) and the world size it was written at. A run's folder holds
 two kinds (fairseq's `--no-save-optimizer-state` for all but the last): `checkpoint_<step>.pt`,
 the weights alone, on the checkpoint grid, as many as the run's averaging reads; and
 `resume_<step>.pt`, the weights with the optimizer, scheduler, loss scaler, batch plan ("data")

@@ -49,7 +49,3 @@ def usable(device: torch.device, text: str) -> torch.device:
             "(CUDA_VISIBLE_DEVICES, the launcher's --gpus); give one of them, or auto"
         )
     return device
-
-
-def device_name(device: torch.device) -> str:
-    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"

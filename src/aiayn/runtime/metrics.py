@@ -3,7 +3,7 @@
 One JSON object per line, of six kinds (`kind`): a job's start, a progress record every
 `log_interval` updates, a dev record at every checkpoint, a stop (a signal, a coming time limit: the
 job's log may not survive a requeue, this record does), and once each a diverging and a stalling
-run (aiayn.training.watch). Their fields are their schemas' (`aiayn.runtime.records.SCHEMAS`,
+run (aiayn.training.progress). Their fields are their schemas' (`aiayn.runtime.records.SCHEMAS`,
 "metrics <kind>"), each checked when read.
 
 The trainer appends; `tables` and `figures` read through `read` / `summary`. Pure Python: the
@@ -43,7 +43,7 @@ def kind(record: dict) -> str:
 def append(path: str | os.PathLike, record: dict) -> None:
     """Add one record as one line, written by a single `write` to a file opened for appending, so a
     crash leaves at worst a torn last line (cut when the run starts again: `truncate`, which every
-    start and resume of aiayn.training.resume.restore calls before its first append)."""
+    start and resume of aiayn.training.train.restore calls before its first append)."""
     kind(record)
     appendable(path)
     line = (json.dumps(record) + "\n").encode("utf-8")

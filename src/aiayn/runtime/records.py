@@ -67,7 +67,7 @@ SCHEMAS = {
             "budget": COUNT,
             "threads": COUNT,
             "omp_wait_policy": {"type": ["string", "null"]},
-            "run": {"type": "object"},  # the run's identity (aiayn.training.resume.identity)
+            "run": {"type": "object"},  # the run's identity (aiayn.training.train.identity)
         },
     ),  # fmt: skip
     "metrics progress": record(

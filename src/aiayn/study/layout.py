@@ -118,7 +118,7 @@ class Layout:
         return Layout.beside(checkpoints, "metrics.jsonl")
 
     def tensorboard(self, experiment: str) -> str:
-        """The run's TensorBoard event files (aiayn.training.board), where the package is installed."""
+        """The run's TensorBoard event files (aiayn.training.progress.Board), where the package is installed."""
         return self.tensorboard_of(self.checkpoints(experiment))
 
     @staticmethod

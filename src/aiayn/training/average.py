@@ -22,7 +22,7 @@ from aiayn.io import together, writable
 from aiayn.runtime import checkpoint as ckpt
 from aiayn.runtime import records
 from aiayn.study.layout import Layout
-from aiayn.training import resume
+from aiayn.training.train import changes
 
 
 def newest_on_grid(
@@ -44,7 +44,7 @@ def newest_on_grid(
             if theirs == run:
                 mine.append(path)
             else:
-                log(f"{path} is of another run ({'; '.join(resume.changes(theirs or {}, run))}): not averaged")
+                log(f"{path} is of another run ({'; '.join(changes(theirs or {}, run))}): not averaged")
         others, grid = len(grid) - len(mine), mine
     if len(grid) < k:
         off = sorted(step for step, _ in found if not ckpt.on_grid(step, interval, final))

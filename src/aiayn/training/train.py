@@ -4,19 +4,29 @@ auto-resume and graceful stops, and one job of the train rule.
 `Trainer` holds a run's model, optimizer, batches and state and makes one update (`update`: the
 experiment's micro-batches, its loss and optimizer from `aiayn.training.objective`), a dev pass
 (`evaluate`) and a checkpoint (`save`). `run()` holds the run's folder; `train_loop()` resumes or
-starts it (`aiayn.training.resume.restore`, the one place that is decided) and loops over updates:
-batch, step, log, checkpoint, stop, and the exit code. `train_job()` is one job of the train rule:
-it reads and checks its inputs, joins the process group (`aiayn.training.distributed`) and calls
-`run()`. Under torchrun every rank runs it; the environment says which rank it is. Progress
-records: `aiayn.training.progress`; TensorBoard: `aiayn.training.board`; checkpoint files:
-`aiayn.runtime.checkpoint`; the metrics file: `aiayn.runtime.metrics`.
+starts it (`restore`, the one place that is decided) and loops over updates: batch, step, log,
+checkpoint, stop, and the exit code. `train_job()` is one job of the train rule: it reads and
+checks its inputs, joins the process group (`aiayn.training.distributed`) and calls `run()`. Under
+torchrun every rank runs it; the environment says which rank it is. Progress records, the watch for a diverging or
+stalled run and TensorBoard: `aiayn.training.progress`; checkpoint files: `aiayn.runtime.checkpoint`; the metrics file:
+`aiayn.runtime.metrics`.
+
+Resume or start. A run is what its settings say. Each checkpoint carries its run's identity
+(`identity`): the model, the vocabulary settings and sentencepiece models, the encoded training data
+(its SHA-256) and every training setting but the OPERATIONAL ones, which do not change the weights.
+A newest checkpoint whose identity differs from the job's, or that is past a lowered `steps`, is of
+another run (`reasons`): its checkpoints and metrics are moved aside, never deleted (`set_aside`),
+and training starts afresh, with one line naming each change. Raising `steps` continues the run. A
+resumed run evaluates the kept checkpoints whose dev pass a kill cut off (`evaluate_missing`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
+import shutil
 import socket
 import sys
 import time
@@ -29,7 +39,7 @@ import torch
 from aiayn.data import binary, vocab
 from aiayn.data.binary import Corpus
 from aiayn.errors import UserError
-from aiayn.io import writable
+from aiayn.io import parse_json, remove_leftovers, writable
 from aiayn.model.hparams import ModelConfig
 from aiayn.model.transformer import build, count_parameters
 from aiayn.runtime import checkpoint as ckpt
@@ -37,9 +47,7 @@ from aiayn.runtime import metrics, precision
 from aiayn.runtime.hardware import training_flops
 from aiayn.study import resolve
 from aiayn.study.layout import Layout
-from aiayn.training import resume
 from aiayn.training.batching import Batcher, Prefetcher, collate, micro_batch_budget
-from aiayn.training.board import Board
 from aiayn.training.distributed import (
     Deadline,
     Env,
@@ -53,8 +61,18 @@ from aiayn.training.distributed import (
     stop_requested,
 )
 from aiayn.training.objective import label_smoothed_loss, optimizer_and_schedule, seed_dropout
-from aiayn.training.progress import Progress, format_progress, format_start, start_record
-from aiayn.training.watch import Stall, Watch, grad_norm, stall_warning, warning
+from aiayn.training.progress import (
+    Board,
+    Progress,
+    Stall,
+    Watch,
+    format_progress,
+    format_start,
+    grad_norm,
+    stall_warning,
+    start_record,
+    warning,
+)
 
 EXIT_DONE = 0
 EXIT_NONFINITE = 3
@@ -79,7 +97,7 @@ class Trainer:
         self.settings, self.tr = settings, settings["train"]
         self.train_data, self.dev_data, self.files, self.env, self.log = train, dev, files, env, log
         self.vocab_id = train.vocabularies
-        self.identity = resume.identity(settings, self.vocab_id, train.identity)
+        self.identity = identity(settings, self.vocab_id, train.identity)
         self.model_cfg = model_config(settings, train)
         torch.manual_seed(self.tr["seed"])
         self.model = build(self.model_cfg, env.device)
@@ -111,7 +129,7 @@ class Trainer:
         self._first_bad = torch.zeros((), dtype=torch.long, device=env.device)  # first non-finite step, 0 = none
         self.watch = Watch(env.device)
         self.board = Board(None, step=0)  # the run's TensorBoard, opened by `run` (main process)
-        self.stall = None  # the stall watch (aiayn.training.watch.Stall), made at the start (main process)
+        self.stall = None  # the stall watch (aiayn.training.progress.Stall), made at the start (main process)
         self.carried = {}  # the open log interval's sums at the step (Progress.state), which a checkpoint keeps
 
     def first_nonfinite(self) -> int | None:
@@ -164,7 +182,7 @@ class Trainer:
                 self.said(self.stall.dev(step, dev["dev_nll"], self.scheduler.get_last_lr()[0]))
 
     def log_progress(self, rec: dict) -> None:
-        """A progress record (`aiayn.training.progress`): metrics.jsonl, TensorBoard, the log, the stall watch."""
+        """A progress record (`Progress.record`): metrics.jsonl, TensorBoard, the log, the stall watch."""
         if self.env.main:
             metrics.append(self.files.metrics, rec)
             self.board.progress(rec)
@@ -320,13 +338,13 @@ def run(trainer: Trainer, stop, *, max_updates: int | None = None) -> int:
 
 
 def train_loop(trainer: Trainer, stop, max_updates: int | None) -> int:
-    """Resume or start (`aiayn.training.resume.restore`), say so, then update by update: batch and
+    """Resume or start (`restore`), say so, then update by update: batch and
     step (`Trainer.update`), a divergence told once and a non-finite loss stopping the run, a
     progress record every `log_interval` updates, a checkpoint and a dev pass every
     `checkpoint_interval`, and a stop signal or a coming time limit ending the run with a checkpoint
     (requeued under Slurm); at the last update, the final model. Every rank runs it; rank 0 writes."""
     env, tr, total = trainer.env, trainer.tr, trainer.tr["steps"]
-    resume.restore(trainer)
+    restore(trainer)
     where = hosts(env)
     if env.main:
         say_start(trainer, where)
@@ -405,6 +423,191 @@ def stopped(trainer: Trainer, stop, host: str, *, checkpointed: bool, since: flo
     again = requeue(env, trainer.log)
     trainer.log(f"{why}: checkpoint of step {step} written; {again} (exit {EXIT_PREEMPTED})")
     return EXIT_PREEMPTED
+
+
+# -- resume or start: whether a checkpoint continues this run, and what becomes of one that does not --
+# training settings that do not shape the weights: changing them continues a run (steps: raising
+# it; a checkpoint past a lowered `steps` starts afresh). max_tokens only splits an update into
+# micro-batches (the resume warns that it is no longer bit-exact).
+OPERATIONAL = frozenset(
+    {"steps", "log_interval", "checkpoint_interval", "keep_checkpoints", "prefetch", "compile", "max_tokens"}
+)
+# identity keys whose values are hashes: a change is named, not printed
+HASHED = {"vocabularies": "other sentencepiece models", "training_data": "other encoded training data"}
+
+
+def identity(settings: dict, vocabularies: dict, training_data: str | None) -> dict:
+    """What shapes a run's weights: model, vocabulary settings and files, training data (SHA-256 of
+    the encoded file) and the training settings but the OPERATIONAL ones."""
+    return {
+        "model": settings["model"],
+        "vocab": settings["vocab"],
+        "train": {k: v for k, v in settings["train"].items() if k not in OPERATIONAL},
+        "vocabularies": vocabularies,
+        "training_data": training_data,
+    }
+
+
+def changes(old, new, key: str = "") -> list[str]:
+    """`key: old -> new` for each leaf that differs between two run identities (nested dicts)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for k in sorted(set(old) | set(new), key=str):
+            out += changes(old.get(k, "(unset)"), new.get(k, "(unset)"), f"{key}.{k}" if key else str(k))
+        return out
+    if old == new:
+        return []
+    top = key.split(".")[0]
+    if top in HASHED:
+        return [f"{top}: {HASHED[top]}"]
+    return [f"{key}: {json.dumps(old)} -> {json.dumps(new)}"]
+
+
+def reasons(state: dict, ours: dict, model_config: dict, steps: int) -> list[str]:
+    """Why the checkpoint `state` is not of the run whose identity is `ours` (a model of
+    `model_config`, trained for `steps` updates); empty: it is, and training continues it."""
+    theirs = state.get("identity")
+    if theirs is None:
+        return ["the checkpoint records no run identity"]
+    why = changes(theirs, ours)
+    if not why and state["model_config"] != model_config:
+        why = ["the model's shape"]
+    if state["step"] > steps:
+        why.append(f"train.steps: {state['settings']['train']['steps']} -> {steps}, below its step")
+    return why
+
+
+def finished_work(files, interval: int) -> str:
+    """What a run has finished that a start from step 0 would rewrite: kept checkpoints, its final
+    model, dev records of evaluated checkpoints, records of updates past the first checkpoint's step
+    `interval` (a checkpoint was written); empty where there is none (a first start, or a run killed
+    before its first checkpoint)."""
+    kept = [step for step, _ in ckpt.list_checkpoints(files.checkpoints)]
+    records = metrics.read(files.metrics, torn=True)  # (none where there is no file yet)
+    past = max([r["step"] for r in records.progress if r["step"] >= interval], default=0)
+    said = [f"kept checkpoints of steps {min(kept)} to {max(kept)}" if kept else "",
+            f"the final model {files.out}" if files.out.is_file() else "",
+            f"{len(records.dev)} dev records in {files.metrics}" if records.dev else "",
+            f"records of updates to step {past} in {files.metrics}" if past and not records.dev else ""]  # fmt: skip
+    return ", ".join(s for s in said if s)
+
+
+def not_shared(path: Path, identity: dict) -> None:
+    """Refuse a metrics file that holds another run's records (a start record of another identity):
+    runs never share a file they write, and this run would cut the other's records to its own step."""
+    mine = parse_json(json.dumps(identity), finite=False)
+    other = next((r["run"] for r in metrics.read(path, torn=True).start if r.get("run", mine) != mine), None)
+    if other is not None:
+        differ = "; ".join(changes(other, mine)[:3]) or "another run"
+        raise UserError(f"{path}: the records of another run ({differ}): runs never share a metrics file; give this "
+                        "run its own --metrics, or move that file aside if its run is gone")  # fmt: skip
+
+
+def set_aside(checkpoints: Path, stamp: str, *beside: Path | None) -> Path:
+    """Move the checkpoints folder of another run and what it wrote `beside` it (its metrics, its
+    final model where it is outside the folder, its TensorBoard folder) into `replaced-<stamp>` (made
+    unique), keeping them (copied where another file system holds them); leave an empty checkpoints
+    folder. Returns where."""
+    aside, n = Path(Layout.replaced(checkpoints, stamp)), 1
+    while aside.exists():
+        n += 1
+        aside = Path(Layout.replaced(checkpoints, f"{stamp}-{n}"))
+    aside.mkdir(parents=True)
+    shutil.move(checkpoints, aside / checkpoints.name)
+    for path in beside:
+        if path is not None and path.exists():
+            shutil.move(path, aside / path.name)
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    return aside
+
+
+def restore(trainer: Trainer) -> None:
+    """Resume or start, the one place it is decided and done: resume `trainer` from the newest
+    readable checkpoint of its folder when it is of the same run (`reasons`); set the folder aside
+    and start from step 0 when it is of another; start from step 0 when there is none, unless the
+    run's finished work is there (`finished_work`: refused). A killed writer's temporary files go first."""
+    files, env = trainer.files, trainer.env
+    files.checkpoints.mkdir(parents=True, exist_ok=True)
+    if env.main:  # this job owns the folder (it holds its lock): a temporary file in it is a killed write's
+        remove_leftovers(files.checkpoints, every=True, log=trainer.log)
+    barrier(env)
+    state = ckpt.newest_readable(files.checkpoints, trainer.log)
+    why = state and reasons(state, trainer.identity, trainer.model_cfg.to_dict(), trainer.tr["steps"])
+    if not why:  # (another run's checkpoints: they and the metrics are set aside, below)
+        not_shared(files.metrics, trainer.identity)
+    if state is None:  # training starts from step 0 (none written yet): so do its records
+        if finished := finished_work(files, trainer.tr["checkpoint_interval"]):
+            raise UserError(
+                f"{files.checkpoints}: no checkpoint to resume from (resume_*.pt missing or damaged), yet this run's "
+                f"work is here ({finished}); training from step 0 would rewrite it. To continue, put its newest "
+                f"resume_*.pt back; to start again, move {files.checkpoints} and {files.metrics} aside"
+            )
+        if env.main:
+            metrics.truncate(files.metrics, 0)
+        return
+    where = f"{files.checkpoints}: checkpoint of step {state['step']}"
+    barrier(env)  # every rank has read the folder before rank 0 moves it
+    if why:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        aside = set_aside(files.checkpoints, stamp, files.metrics, files.out, files.tensorboard) if env.main else None
+        barrier(env)
+        trainer.log(
+            f"{files.checkpoints}: the checkpoints (newest: step {state['step']}) are of another run "
+            f"({'; '.join(why)}); moved to {aside}, training from scratch"
+        )
+        return
+    trainer.model.load_state_dict(state["model"])
+    trainer.optimizer.load_state_dict(state["optimizer"])
+    trainer.scheduler.load_state_dict(state["scheduler"])
+    trainer.scaler.load_state_dict(state["scaler"])
+    trainer.step = state["step"]
+    watched = state.get("watch") or {}  # a checkpoint of aiayn 0.3 has none: watching starts afresh
+    trainer.watch = Watch(env.device, lowest=watched.get("lowest", math.inf), mean=watched.get("mean", math.nan))
+    trainer.watch.told = watched.get("told", False)
+    trainer.carried = state.get("progress") or {}  # the open log interval (older checkpoints: none)
+    # the data position is the step, and dropout masks follow the micro-batch (seed_dropout):
+    # no random state to restore, at any GPU count, as long as the micro-batches are the same
+    if state["data"] != trainer.data_plan():
+        trainer.log(
+            f"warning: {where} ran with another batch plan (GPU count x accumulation); resuming, not bit-exactly"
+        )
+    trainer.log(f"resumed from step {trainer.step}")
+    if env.main:
+        if not metrics.read(files.metrics, torn=True).start:  # its records removed (or emptied) since: said
+            trainer.log(f"warning: {files.metrics} holds no record of this run's first {trainer.step} updates "
+                        f"(removed?): its curves and hours start at step {trainer.step}")  # fmt: skip
+        metrics.truncate(files.metrics, trainer.step)
+        evaluate_missing(trainer, state["model"])
+    barrier(env)
+
+
+def evaluate_missing(trainer: Trainer, weights: dict) -> None:
+    """Evaluate the kept checkpoints (on the grid, up to the resumed step) that have no dev record:
+    a job killed between a checkpoint and its dev pass. The resumed weights are restored after."""
+    if trainer.dev_data is None:
+        return
+    evaluated = {r["step"] for r in metrics.read(trainer.files.metrics, torn=True).dev}
+    folder = trainer.files.checkpoints
+    # a step's weights alone where kept, else its resume checkpoint (a run that keeps none for averaging)
+    found = {**dict(ckpt.list_resumable(folder)), **dict(ckpt.list_checkpoints(folder))}
+    interval, final = trainer.tr["checkpoint_interval"], trainer.tr["steps"]
+    missing = [(s, p) for s, p in found.items() if s <= trainer.step and s not in evaluated]
+    missing = [(s, p) for s, p in missing if ckpt.on_grid(s, interval, final)]
+    loaded = False
+    for step, path in sorted(missing):  # oldest first
+        if step != trainer.step:
+            try:
+                trainer.model.load_state_dict(ckpt.load(path)["model"])
+            except ckpt.CheckpointError as exc:
+                trainer.log(f"warning: {exc.said}; its dev record stays missing")
+                continue
+            loaded = True
+        elif loaded:
+            trainer.model.load_state_dict(weights)
+            loaded = False
+        trainer.log_dev(step, trainer.evaluate(), note=" (evaluated on resume)")
+    if loaded:
+        trainer.model.load_state_dict(weights)
 
 
 def model_config(settings: dict, train: Corpus) -> ModelConfig:
@@ -497,7 +700,7 @@ def train_job(
     in `checkpoints`, the final model `out`, metrics beside the checkpoints unless `metrics_path`.
     In a Slurm job it stops `stop_margin` seconds before the job's time limit. TensorBoard events go
     to the folder `tensorboard` (default: beside the checkpoints) where the package is installed
-    (aiayn.training.board). Returns the exit code."""
+    (aiayn.training.progress.Board). Returns the exit code."""
     writable(out)  # before hours of training
     ckpt.not_other_work(out, "trained")
     settings = resolve.read(settings_path)
