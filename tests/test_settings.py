@@ -177,6 +177,29 @@ def test_a_mistake_names_the_file_or_the_option_that_set_its_key(tmp_path):
         cfg.validate(cfg.merged([first]), files=[first])
 
 
+def test_a_cross_check_names_the_file_that_set_its_key_or_the_part_of_it(tmp_path):
+    """Mistakes across keys (`check`, Study) name the file or --config too: the key where one sets it,
+    else the longest part of it one sets (an experiment's name may hold a dot)."""
+    from aiayn.study.grid import Study
+
+    first, second = tmp_path / "config.yaml", tmp_path / "mine.yaml"
+    first.write_text((ROOT / "config.yaml").read_text())
+    cases = [
+        ("experiments:\n  t3-D-drop0.0: {average: 500}\n", {},
+         "experiments.t3-D-drop0.0.train.checkpoint_interval (experiments.t3-D-drop0.0 in {second}): 100,000 updates"),
+        ("experiments:\n  base-en-de: {preset: bse}\n", {}, "experiments.base-en-de.preset (in {second}): unknown"),
+        ("decoding: {beam: 4}\n", {"run": "[nosuch]"}, "run (in --config): unknown experiment 'nosuch'"),
+    ]  # fmt: skip
+    for text, given, phrase in cases:
+        second.write_text(text)
+        config = {**cfg.merged([first, second]), **given}
+        with pytest.raises(cfg.ConfigError) as refused:  # as workflow/rules/common.smk reads the study
+            checked = cfg.validate(cfg.from_command_line(config, given), files=[first, second], given=given)
+            with cfg.naming_sources([first, second], given):
+                Study(checked)
+        assert phrase.format(second=second) in str(refused.value)
+
+
 def test_a_key_given_twice_is_refused_naming_file_and_line(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("experiments:\n  base: {preset: base}\n  big: {preset: big}\n  base: {preset: big}\n")

@@ -207,7 +207,11 @@ def test_snakefmt_clean():
             "training: unknown key 'warmup_step' (in {extra}); known: steps, warmup_steps,",
         ),
         ("training:\n  steps: many\n", "training.steps (in {extra}): 'many' is not of type 'integer'"),
-        ("experiments:\n  base-en-de: {preset: bse}\n", "experiments.base-en-de.preset: unknown preset 'bse'"),
+        ("experiments:\n  base-en-de: {preset: bse}\n", "experiments.base-en-de.preset (in {extra}): unknown preset"),
+        (
+            "experiments:\n  base-en-de: {average: 500}\n",
+            "experiments.base-en-de.train.checkpoint_interval (experiments.base-en-de in {extra}): 100,000 updates",
+        ),
     ],
 )
 def test_bad_config_fails_dry_run_naming_the_key(tmp_path, override, message):

@@ -19,7 +19,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 
 from aiayn.study.code import check_is_ancient, checked_code, stale_checks
-from aiayn.study.config import ConfigError, from_command_line, validate
+from aiayn.study.config import ConfigError, from_command_line, naming_sources, validate
 from aiayn.study.grid import Study, sources_line
 from aiayn.study.launch import LaunchError, launcher
 from aiayn.study.layout import mirrored
@@ -27,14 +27,10 @@ from aiayn.study.layout import mirrored
 try:  # a mistake names the file (or --config) that set the key
     _given = workflow.config_settings.config or {}
     _merged = [] if workflow.config_settings.replace_workflow_config else _files
-    config.update(
-        validate(
-            from_command_line(config, _given),
-            files=_merged + list(workflow.overwrite_configfiles or []),
-            given=_given,
-        )
-    )
-    STUDY = Study(config)
+    _merged += list(workflow.overwrite_configfiles or [])
+    config.update(validate(from_command_line(config, _given), files=_merged, given=_given))
+    with naming_sources(_merged, _given):
+        STUDY = Study(config)
 except ConfigError as exc:
     raise WorkflowError(f"config: {exc}") from None
 

@@ -373,7 +373,8 @@ def write_plan(
         from aiayn.study import config as cfg
         from aiayn.study.grid import Study
 
-        experiments = Study(cfg.validate(cfg.merged(config), files=config)).plan_spec()
+        with cfg.naming_sources(config):
+            experiments = Study(cfg.validate(cfg.merged(config), files=config)).plan_spec()
     rows, totals = plan(
         checked(experiments), gpu=gpu, gpus=gpus, nodes=nodes, requests=requests, benchmark=benchmark, costs=costs
     )

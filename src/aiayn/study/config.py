@@ -13,9 +13,11 @@ same definitions and fills in the same defaults.
 from __future__ import annotations
 
 import collections.abc
+import contextlib
 import copy
 import functools
 import math
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -255,12 +257,45 @@ def validate(config: dict, files: list = (), given: dict | None = None) -> dict:
     config = copy.deepcopy(config)
     problems = _problems(_schema(), config)
     if problems and (files or given):
-        sources = [(str(f), read_yaml(f)) for f in files] + [("--config", _read_values(given or {}))]
-        problems = _problems(_schema(), copy.deepcopy(config), sources)
+        problems = _problems(_schema(), copy.deepcopy(config), _sources(files, given))
     if problems:
         raise ConfigError(f"does not match {SCHEMA_FILE}: {_one_line(problems)}")
-    check(config)
+    with naming_sources(files, given):
+        check(config)
     return config
+
+
+def _sources(files: list, given: dict | None) -> list[tuple[str, object]]:
+    """What each config file and --config gave, in the order they are merged."""
+    return [(str(f), read_yaml(f)) for f in files] + [("--config", _read_values(given or {}))]
+
+
+@contextlib.contextmanager
+def naming_sources(files: list = (), given: dict | None = None):
+    """A ConfigError raised inside that starts with a key path (`experiments.big.average: ...`, the
+    cross-checks of `check` and aiayn.study.grid.Study) names the last of `files` or --config that
+    sets that key; where none does (a value from a preset or a default), the longest part of the key
+    one sets, and which: `experiments.big.train.steps (experiments.big in mine.yaml): ...`."""
+    try:
+        yield
+    except ConfigError as exc:
+        key = re.match(r"[A-Za-z_][\w.-]*(?=:)", str(exc))
+        sources = _sources(files, given) if key and (files or given) else []
+        path, trees = [], [tree for _, tree in sources]
+        while key and len(".".join(path)) < len(key[0]):  # key by key: an experiment's name may hold a dot
+            rest = key[0][len(".".join(path)) + bool(path) :]
+            known = {k for t in trees if isinstance(t, dict) for k in t if isinstance(k, str)}
+            step = max((k for k in known if rest == k or rest.startswith(f"{k}.")), key=len, default=None)
+            if step is None:
+                break
+            path.append(step)
+            trees = [t[step] for t in trees if isinstance(t, dict) and step in t]
+        for n in range(len(path), 0, -1):
+            name = next((name for name, tree in reversed(sources) if _has(tree, path[:n])), None)
+            if name:
+                part = "" if ".".join(path[:n]) == key[0] else f"{'.'.join(path[:n])} "
+                raise ConfigError(f"{key[0]} ({part}in {name}){str(exc)[key.end() :]}") from None
+        raise
 
 
 class _StrictLoader(yaml.SafeLoader):
