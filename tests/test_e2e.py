@@ -330,8 +330,9 @@ def test_a_demo_run_that_learns_nothing_says_it_once(demo_results, tmp_path, cha
     assert len(events) == 1 and said[0].startswith(f"warning: training stalls at step {events[0]['step']}: ")
     assert events[0]["value"] > 0.9 * events[0]["floor"] and "lr_scale" in said[0] and "warmup_steps" in said[0]
     assert metrics.read(tmp_path / "metrics.jsonl").diverging == []  # flat, not climbing: no divergence
-    # its encoder-decoder attention against the trained base's, on the same dev pairs: no nearer the diagonal
-    # than uniform attention, where base's is well on the way to a monotone alignment
+    # its encoder-decoder attention against the trained base's, on the same dev pairs: near uniform attention
+    # (0), where base's is well on the way to a monotone alignment (1); the stalled one's own figure moves
+    # with the CPU's kernels (-0.03 on an AVX2 EPYC, 0.08 on an AVX-512 one), so it is held against base's
     from aiayn.data import vocab
     from aiayn.report.figures import dev_pairs, diagonal_record
     from aiayn.runtime import checkpoint as ckpt
@@ -342,7 +343,7 @@ def test_a_demo_run_that_learns_nothing_says_it_once(demo_results, tmp_path, cha
     trained = json.loads((demo_results / "base/figures/diagonal.json").read_text())
     assert stalled["uniform"] == pytest.approx(trained["uniform"]) and stalled["pairs"] == trained["pairs"] == 50
     best = {n: max(layer["position"] for layer in r["layers"]) for n, r in (("stalled", stalled), ("trained", trained))}
-    assert best["stalled"] < 0.05 < 0.1 < best["trained"], best
+    assert best["stalled"] < best["trained"] / 2 and best["stalled"] < 0.1 < best["trained"], best
 
 
 @pytest.mark.slow
