@@ -123,7 +123,7 @@ def _problems(schema_: dict, instance, sources: list[tuple[str, object]] = ()) -
     path names the last of them that sets it."""
 
     def given(path: list) -> str:
-        name = next((name for name, tree in reversed(sources) if path and _has(tree, path)), None)
+        name = _setter(sources, path)
         return f" (in {name})" if name else ""
 
     errors = sorted(_validator(schema_).iter_errors(instance), key=lambda e: list(e.absolute_path))
@@ -240,6 +240,11 @@ def _read_values(given: dict) -> dict:
     return out
 
 
+def _setter(sources: list[tuple[str, object]], path: list) -> str | None:
+    """The last of `sources` (name, tree), in merge order, that sets the key `path`."""
+    return next((name for name, tree in reversed(sources) if path and _has(tree, path)), None)
+
+
 def _has(tree, path: list) -> bool:
     for key in path:
         if isinstance(tree, list) and not (isinstance(key, int) and 0 <= key < len(tree)):
@@ -291,8 +296,7 @@ def naming_sources(files: list = (), given: dict | None = None):
             path.append(step)
             trees = [t[step] for t in trees if isinstance(t, dict) and step in t]
         for n in range(len(path), 0, -1):
-            name = next((name for name, tree in reversed(sources) if _has(tree, path[:n])), None)
-            if name:
+            if name := _setter(sources, path[:n]):
                 part = "" if ".".join(path[:n]) == key[0] else f"{'.'.join(path[:n])} "
                 raise ConfigError(f"{key[0]} ({part}in {name}){str(exc)[key.end() :]}") from None
         raise
