@@ -179,25 +179,36 @@ def test_a_mistake_names_the_file_or_the_option_that_set_its_key(tmp_path):
 
 def test_a_cross_check_names_the_file_that_set_its_key_or_the_part_of_it(tmp_path):
     """Mistakes across keys (`check`, Study) name the file or --config too: the key where one sets it,
-    else the longest part of it one sets (an experiment's name may hold a dot)."""
+    else the longest part of it one sets. Names may hold dots (`foo` beside `foo.train`), and a name
+    the schema refuses is the source's that gave that name."""
     from aiayn.study.grid import Study
 
-    first, second = tmp_path / "config.yaml", tmp_path / "mine.yaml"
-    first.write_text((ROOT / "config.yaml").read_text())
+    files = [tmp_path / "config.yaml", tmp_path / "mine.yaml", tmp_path / "later.yaml"]
+    files[0].write_text((ROOT / "config.yaml").read_text())
+    exp = "{preset: base, dataset: wmt14-en-de, tables: [2]"
+    sets = "eval_sets: {t: {src: c, tgt: d}}"
+    dataset = f"{{task: translation, src: en, tgt: de, train: [{{src: a, tgt: b}}], test: t, {sets}"
     cases = [
-        ("experiments:\n  t3-D-drop0.0: {average: 500}\n", {},
-         "experiments.t3-D-drop0.0.train.checkpoint_interval (experiments.t3-D-drop0.0 in {second}): 100,000 updates"),
-        ("experiments:\n  base-en-de: {preset: bse}\n", {}, "experiments.base-en-de.preset (in {second}): unknown"),
-        ("decoding: {beam: 4}\n", {"run": "[nosuch]"}, "run (in --config): unknown experiment 'nosuch'"),
+        ("experiments:\n  t3-D-drop0.0: {average: 500}\n", "", {},
+         "experiments.t3-D-drop0.0.train.checkpoint_interval (experiments.t3-D-drop0.0 in {mine}): 100,000 updates"),
+        ("experiments:\n  base-en-de: {preset: bse}\n", "", {}, "experiments.base-en-de.preset (in {mine}): unknown"),
+        ("decoding: {beam: 4}\n", "", {"run": "[nosuch]"}, "run (in --config): unknown experiment 'nosuch'"),
+        (f"experiments:\n  foo: {exp}, train: {{steps: 100, checkpoint_interval: 100}}}}\n",
+         f"experiments:\n  foo.train: {exp}}}\n", {}, "experiments.foo.train.checkpoint_interval (in {mine}): 100 "),
+        (f"datasets:\n  one: {dataset}, dev: nope}}\n", f"datasets:\n  one.dev: {dataset}, dev: t}}\n", {},
+         "datasets.one.dev (in {mine}): 'nope' is not one of its eval_sets"),
+        (f"experiments:\n  a b: {exp}}}\n", f"experiments:\n  zz: {exp}}}\n", {},
+         "experiments (in {mine}): 'a b' is not allowed"),
     ]  # fmt: skip
-    for text, given, phrase in cases:
-        second.write_text(text)
-        config = {**cfg.merged([first, second]), **given}
+    for mine, later, given, phrase in cases:
+        files[1].write_text(mine)
+        files[2].write_text(later or "{}\n")
+        config = {**cfg.merged(files), **given}
         with pytest.raises(cfg.ConfigError) as refused:  # as workflow/rules/common.smk reads the study
-            checked = cfg.validate(cfg.from_command_line(config, given), files=[first, second], given=given)
-            with cfg.naming_sources([first, second], given):
+            checked = cfg.validate(cfg.from_command_line(config, given), files=files, given=given)
+            with cfg.naming_sources(files, given):
                 Study(checked)
-        assert phrase.format(second=second) in str(refused.value)
+        assert phrase.format(mine=files[1]) in str(refused.value)
 
 
 def test_a_key_given_twice_is_refused_naming_file_and_line(tmp_path):

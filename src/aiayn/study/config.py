@@ -137,7 +137,8 @@ def _problems(schema_: dict, instance, sources: list[tuple[str, object]] = ()) -
                 said = f"unknown key {key!r}{given([*path, key])}; known: {', '.join(known)}"
                 found.append(f"{where}: {said}" if where else said)
             continue
-        where += given(path)
+        # a name refused by `propertyNames` is a key of `path`: the source that gave that name
+        where += given([*path, e.instance] if "propertyNames" in e.absolute_schema_path else path)
         if e.validator == "type" and isinstance(e.instance, float) and not math.isfinite(e.instance):
             found.append(f"{where or '<top level>'}: {e.instance} is not a finite number")
         elif e.validator in ("pattern", "format") and e.schema.get("description"):  # the rule, not the regex
@@ -240,6 +241,15 @@ def _read_values(given: dict) -> dict:
     return out
 
 
+def _splits(text: str, trees: list) -> list[list]:
+    """Every way to read the dotted `text` as a key path through `trees` (keys may hold dots); a
+    path ends where the trees know no key that the rest of the text starts with."""
+    known = {k for t in trees if isinstance(t, dict) for k in t if isinstance(k, str)}
+    steps = [k for k in known if text == k or text.startswith(f"{k}.")]
+    return [[k, *rest] for k in steps for rest in _splits(text[len(k) + 1 :], [t[k] for t in trees
+            if isinstance(t, dict) and k in t]) or [[]]]  # fmt: skip
+
+
 def _setter(sources: list[tuple[str, object]], path: list) -> str | None:
     """The last of `sources` (name, tree), in merge order, that sets the key `path`."""
     return next((name for name, tree in reversed(sources) if path and _has(tree, path)), None)
@@ -286,19 +296,19 @@ def naming_sources(files: list = (), given: dict | None = None):
     except ConfigError as exc:
         key = re.match(r"[A-Za-z_][\w.-]*(?=:)", str(exc))
         sources = _sources(files, given) if key and (files or given) else []
-        path, trees = [], [tree for _, tree in sources]
-        while key and len(".".join(path)) < len(key[0]):  # key by key: an experiment's name may hold a dot
-            rest = key[0][len(".".join(path)) + bool(path) :]
-            known = {k for t in trees if isinstance(t, dict) for k in t if isinstance(k, str)}
-            step = max((k for k in known if rest == k or rest.startswith(f"{k}.")), key=len, default=None)
-            if step is None:
-                break
-            path.append(step)
-            trees = [t[step] for t in trees if isinstance(t, dict) and step in t]
-        for n in range(len(path), 0, -1):
-            if name := _setter(sources, path[:n]):
-                part = "" if ".".join(path[:n]) == key[0] else f"{'.'.join(path[:n])} "
-                raise ConfigError(f"{key[0]} ({part}in {name}){str(exc)[key.end() :]}") from None
+        # the key path the text spells: names may hold dots, so of every way to split it into keys
+        # the sources know, the one whose longest part a source sets is longest, then has most keys
+        splits = _splits(key[0], [tree for _, tree in sources]) if sources else []
+        parts = [
+            (len(".".join(p[:n])), len(p), p[:n])
+            for p in splits
+            for n in range(len(p), 0, -1)
+            if _setter(sources, p[:n])
+        ]
+        if parts:
+            part = max(parts, key=lambda x: x[:2])[2]
+            said = "" if ".".join(part) == key[0] else f"{'.'.join(part)} "
+            raise ConfigError(f"{key[0]} ({said}in {_setter(sources, part)}){str(exc)[key.end() :]}") from None
         raise
 
 
