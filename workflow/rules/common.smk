@@ -26,9 +26,11 @@ from aiayn.study.layout import mirrored
 
 try:  # a mistake names the file (or --config) that set the key
     _given = workflow.config_settings.config or {}
-    _merged = [] if workflow.config_settings.replace_workflow_config else _files
-    _merged += list(workflow.overwrite_configfiles or [])
-    config.update(validate(from_command_line(config, _given), files=_merged, given=_given))
+    _merged = [] if workflow.config_settings.replace_workflow_config else list(_files)
+    _merged += workflow.overwrite_configfiles or []
+    config.update(
+        validate(from_command_line(config, _given), files=_merged, given=_given)
+    )
     with naming_sources(_merged, _given):
         STUDY = Study(config)
 except ConfigError as exc:
